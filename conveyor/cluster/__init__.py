@@ -1,0 +1,3 @@
+"""Cluster bus, message codec, membership, replication, ack GC and federation.
+
+Not built yet: a node currently answers CLUSTER commands as a cluster of one."""

@@ -1,0 +1,1 @@
+"""AOF write, rewrite, load, check and repair. Not built yet."""

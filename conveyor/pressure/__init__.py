@@ -1,0 +1,1 @@
+"""The pressure protocol (bounded, blocking, exclusive, closable FIFO queues) over Redis."""

@@ -1,0 +1,4 @@
+"""RESP2 reading (hiredis) and writing.
+
+Owns: turning bytes into argument lists and Python reply values into bytes.
+Must not touch: command semantics or the job state."""

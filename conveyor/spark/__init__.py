@@ -1,0 +1,1 @@
+"""PySpark data source and job-event analytics. Not built yet."""

@@ -1,0 +1,1 @@
+"""HTTP API and web console. Not built yet."""

@@ -1,0 +1,1 @@
+"""Queue-script runner, Python-function workers and cron schedules. Not built yet."""
