@@ -1,0 +1,67 @@
+"""Job IDs: `D-` + 8 hex of the node ID + `-` + 24 chars of random + `-` + 4 hex TTL minutes.
+
+The random part is the high 144 bits of SHA1(seed || counter), base64-encoded (144 bits
+is exactly 24 base64 characters, so there is no padding). The seed is passed in, never
+read from the OS here, so a simulator can make IDs reproducible.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+JOB_ID_LEN = 40
+# Disque caps the TTL digits at what four hex digits hold.
+_MAX_TTL_MINUTES = 0xFFFF
+
+
+class JobIdGenerator:
+    """Makes unique job IDs for one node."""
+
+    __slots__ = ("_counter", "_prefix", "_sha_seeded")
+
+    def __init__(self, node_id: str, seed: bytes) -> None:
+        self._prefix = f"D-{node_id[:8]}-".encode()
+        self._sha_seeded = hashlib.sha1(seed)
+        self._counter = 0
+
+    def next_id(self, ttl_s: int, retry_s: int) -> bytes:
+        self._counter += 1
+        digest = self._sha_seeded.copy()
+        digest.update(self._counter.to_bytes(8, "little"))
+        random_part = base64.b64encode(digest.digest()[:18])
+        return b"%s%s-%04x" % (self._prefix, random_part, ttl_digits(ttl_s, retry_s))
+
+
+def ttl_digits(ttl_s: int, retry_s: int) -> int:
+    """The TTL in minutes as encoded in an ID: odd when the job has retries, even if not.
+
+    The parity lets any node tell an at-most-once job from its ID alone, which decides
+    whether an ACK for an unknown ID is worth remembering (a "dummy ACK").
+    """
+    minutes = min(ttl_s // 60, _MAX_TTL_MINUTES)
+    return minutes | 1 if retry_s > 0 else minutes & ~1
+
+
+def is_valid_id(job_id: bytes) -> bool:
+    # The same structural check Disque does: length and the fixed characters only.
+    return (
+        len(job_id) == JOB_ID_LEN
+        and job_id[0] == 68  # 'D'
+        and job_id[1] == 45  # '-'
+        and job_id[10] == 45
+        and job_id[35] == 45
+    )
+
+
+def id_ttl_minutes(job_id: bytes) -> int | None:
+    """The TTL digits of a valid ID, or None when they are not hex."""
+    try:
+        return int(job_id[36:40], 16)
+    except ValueError:
+        return None
+
+
+def id_has_retry(job_id: bytes) -> bool:
+    minutes = id_ttl_minutes(job_id)
+    return minutes is not None and minutes & 1 == 1

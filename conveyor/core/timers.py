@@ -1,0 +1,81 @@
+"""One scheduler for everything time-driven in the core.
+
+Jobs are filed in buckets of `resolution_ms` (a list entry of 8 bytes a job, and the
+bucket's key is the one int object every job in it shares), because at a million jobs a
+heap tuple per job would cost more than the job. Other deadlines (blocked clients,
+queue GC) are few and go on a plain heap. Nothing here runs by itself: the driver asks
+`next_deadline()` and calls back when it is due, so an idle node sleeps.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from conveyor.core.job import Job
+
+
+class Timers:
+    __slots__ = ("_bucket_heap", "_buckets", "_misc", "_seq", "resolution_ms")
+
+    def __init__(self, resolution_ms: int = 10) -> None:
+        self.resolution_ms = resolution_ms
+        # key -> (the canonical key object, the jobs filed there)
+        self._buckets: dict[int, tuple[int, list[Job]]] = {}
+        self._bucket_heap: list[int] = []
+        self._misc: list[tuple[int, int, Callable[[Any, int], None], Any]] = []
+        self._seq = itertools.count()
+
+    # -- jobs -------------------------------------------------------------------------
+    def file_job(self, job: Job, when_ms: int) -> None:
+        """(Re)file a job to be looked at no earlier than when_ms (rounded up)."""
+        resolution = self.resolution_ms
+        key = -(-when_ms // resolution) * resolution
+        if job.awake == key:
+            return
+        entry = self._buckets.get(key)
+        if entry is None:
+            entry = self._buckets[key] = (key, [])
+            heapq.heappush(self._bucket_heap, key)
+        # Share one key object per bucket, so a million jobs do not hold a million ints.
+        job.awake = entry[0]
+        entry[1].append(job)
+
+    def due_jobs(self, now_ms: int) -> list[Job]:
+        """Pop every job filed in a bucket that is due; stale entries are filtered."""
+        heap = self._bucket_heap
+        due: list[Job] = []
+        while heap and heap[0] <= now_ms:
+            key = heapq.heappop(heap)
+            for job in self._buckets.pop(key)[1]:
+                if job.awake == key:
+                    job.awake = 0
+                    due.append(job)
+        return due
+
+    # -- other deadlines ----------------------------------------------------------------
+    def call_at(self, when_ms: int, callback: Callable[[Any, int], None], arg: Any) -> None:
+        heapq.heappush(self._misc, (when_ms, next(self._seq), callback, arg))
+
+    def due_calls(self, now_ms: int) -> list[tuple[Callable[[Any, int], None], Any]]:
+        misc = self._misc
+        due = []
+        while misc and misc[0][0] <= now_ms:
+            _, _, callback, arg = heapq.heappop(misc)
+            due.append((callback, arg))
+        return due
+
+    def next_deadline(self) -> int | None:
+        candidates = []
+        if self._bucket_heap:
+            candidates.append(self._bucket_heap[0])
+        if self._misc:
+            candidates.append(self._misc[0][0])
+        return min(candidates) if candidates else None
+
+    def clear(self) -> None:
+        self._buckets.clear()
+        self._bucket_heap.clear()
+        self._misc.clear()

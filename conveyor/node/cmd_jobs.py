@@ -1,0 +1,263 @@
+"""Job commands: ADDJOB, GETJOB, ACKJOB, FASTACK, WORKING, NACK, ENQUEUE, DEQUEUE, DELJOB,
+SHOW, JSCAN, LOADJOB. Each parses its arguments into typed values and calls the core."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from conveyor.core.engine import AddJobArgs
+from conveyor.core.errors import CommandError
+from conveyor.core.job import STATE_BY_NAME, Job
+from conveyor.core.waiters import Waiter
+from conveyor.node.parsing import (
+    SYNTAX,
+    check_ids,
+    int_or_error,
+    parse_int,
+    parse_timeout_ms,
+)
+from conveyor.node.replies import encode_getjob_reply, show_fields
+from conveyor.protocol.resp import (
+    NULL_ARRAY_BYTES,
+    NULL_BULK_BYTES,
+    Status,
+    encode,
+    error,
+    integer,
+)
+
+if TYPE_CHECKING:
+    from conveyor.node.server import Connection, Server
+
+_REPLICATE_RANGE = "ERR REPLICATE must be between 1 and 65535"
+_TTL_POSITIVE = "ERR TTL must be a number > 0"
+_RETRY_NON_NEGATIVE = "ERR RETRY time must be a non negative number"
+_DELAY_NON_NEGATIVE = "ERR DELAY time must be a non negative number"
+_MAXLEN_POSITIVE = "ERR MAXLEN must be a positive number"
+_COUNT_POSITIVE = "ERR COUNT must be a number greater than zero"
+
+
+def _option_int(raw: bytes, message: str, minimum: int, maximum: int | None = None) -> int:
+    value = parse_int(raw)
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        raise CommandError(message)
+    return value
+
+
+def parse_addjob(args: list[bytes], default_repl: int) -> tuple[AddJobArgs, int]:
+    repl: int | None = None
+    delay = 0
+    retry: int | None = None
+    ttl: int | None = None
+    maxlen: int | None = None
+    asynchronous = False
+    argc = len(args)
+    index = 4
+    while index < argc:
+        option = args[index].lower()
+        has_value = index + 1 < argc
+        if option == b"replicate" and has_value:
+            repl = _option_int(args[index + 1], _REPLICATE_RANGE, 1, 65535)
+        elif option == b"delay" and has_value:
+            delay = _option_int(args[index + 1], _DELAY_NON_NEGATIVE, 0)
+        elif option == b"retry" and has_value:
+            retry = _option_int(args[index + 1], _RETRY_NON_NEGATIVE, 0)
+        elif option == b"ttl" and has_value:
+            ttl = _option_int(args[index + 1], _TTL_POSITIVE, 1)
+        elif option == b"maxlen" and has_value:
+            maxlen = _option_int(args[index + 1], _MAXLEN_POSITIVE, 1)
+        elif option == b"async":
+            asynchronous = True
+            index += 1
+            continue
+        else:
+            raise CommandError(SYNTAX)
+        index += 2
+    timeout_ms = parse_timeout_ms(args[3])
+    return (
+        AddJobArgs(
+            queue=args[1],
+            body=args[2],
+            repl=default_repl if repl is None else repl,
+            delay_s=delay,
+            retry_s=retry,
+            ttl_s=ttl,
+            maxlen=maxlen,
+            asynchronous=asynchronous,
+        ),
+        timeout_ms,
+    )
+
+
+def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    engine = server.engine
+    parsed, _timeout_ms = parse_addjob(args, min(engine.cluster_size, 3))
+    job = engine.add_job(parsed, server.now)
+    # A status reply, as Disque sends it (clients expect '+', not a bulk).
+    return b"+%s\r\n" % job.id
+
+
+def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
+    nohang = False
+    with_counters = False
+    timeout_ms = 0
+    count = 1
+    queues: list[bytes] = []
+    argc = len(args)
+    index = 1
+    while index < argc:
+        option = args[index].lower()
+        has_value = index + 1 < argc
+        if option == b"nohang":
+            nohang = True
+        elif option == b"withcounters":
+            with_counters = True
+        elif option == b"timeout" and has_value:
+            timeout_ms = parse_timeout_ms(args[index + 1])
+            index += 1
+        elif option == b"count" and has_value:
+            count = _option_int(args[index + 1], _COUNT_POSITIVE, 1)
+            index += 1
+        elif option == b"from":
+            queues = args[index + 1 :]
+            break
+        else:
+            raise CommandError(SYNTAX)
+        index += 1
+    if not queues:
+        raise CommandError(SYNTAX)
+    engine = server.engine
+    jobs = engine.get_jobs(queues, count, server.now)
+    if jobs:
+        return encode_getjob_reply(jobs, with_counters)
+    if nohang:
+        return NULL_ARRAY_BYTES
+    if engine.leaving:
+        raise CommandError(
+            "LEAVING This node is leaving the cluster, please connect to a different one"
+        )
+    deadline = server.now + timeout_ms if timeout_ms else 0
+    server.block(conn, Waiter(conn, queues, count, with_counters, deadline))
+    return None
+
+
+def ackjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    ids = args[1:]
+    check_ids(ids)
+    return integer(server.engine.ack(ids, server.now))
+
+
+def fastack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    ids = args[1:]
+    check_ids(ids)
+    return integer(server.engine.fast_ack(ids, server.now))
+
+
+def deljob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    ids = args[1:]
+    check_ids(ids)
+    return integer(server.engine.del_jobs(ids, server.now))
+
+
+def working(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    check_ids(args[1:2])
+    return integer(server.engine.working(args[1], server.now))
+
+
+def nack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    """NACK id... [DELAY sec]: Conveyor's DELAY puts the jobs back after a pause."""
+    ids = args[1:]
+    delay_s: int | None = None
+    if len(ids) >= 2 and ids[-2].lower() == b"delay":
+        delay_s = _option_int(ids[-1], _DELAY_NON_NEGATIVE, 0)
+        ids = ids[:-2]
+    check_ids(ids)
+    return integer(server.engine.nack(ids, server.now, delay_s))
+
+
+def enqueue(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    ids = args[1:]
+    check_ids(ids)
+    return integer(server.engine.enqueue(ids, server.now))
+
+
+def dequeue(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    ids = args[1:]
+    check_ids(ids)
+    return integer(server.engine.dequeue(ids, server.now))
+
+
+def show(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    check_ids(args[1:2])
+    job = server.engine.jobs.get(args[1])
+    if job is None:
+        return NULL_BULK_BYTES
+    return encode(show_fields(job, server.node_id.encode(), server.now))
+
+
+def loadjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    return error("ERR LOADJOB is a special command only processed from AOF")
+
+
+def jscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    cursor: int | None = None
+    count = 100
+    busyloop = False
+    queue: bytes | None = None
+    states: set[int] = set()
+    reply_all = False
+    argc = len(args)
+    index = 1
+    while index < argc:
+        option = args[index].lower()
+        has_value = index + 1 < argc
+        if option == b"count" and has_value:
+            count = int_or_error(args[index + 1])
+            if count < 1:
+                raise CommandError("ERR COUNT must be > 0")
+            index += 1
+        elif option == b"busyloop":
+            busyloop = True
+        elif option == b"queue" and has_value:
+            queue = args[index + 1]
+            index += 1
+        elif option == b"state" and has_value:
+            state = STATE_BY_NAME.get(args[index + 1].lower())
+            if state is None:
+                raise CommandError("ERR Invalid job state name")
+            states.add(state)
+            index += 1
+        elif option == b"reply" and has_value:
+            kind = args[index + 1].lower()
+            if kind not in (b"id", b"all"):
+                raise CommandError("ERR Invalid REPLY type, try ID or ALL")
+            reply_all = kind == b"all"
+            index += 1
+        else:
+            if cursor is not None:
+                raise CommandError(SYNTAX)
+            cursor = _parse_cursor(args[index])
+        index += 1
+
+    def accept(job: Job) -> bool:
+        return (queue is None or job.queue == queue) and (not states or job.state in states)
+
+    engine = server.engine
+    next_cursor, ids = engine.scan_jobs(cursor or 0, count, busyloop, accept)
+    node_id = server.node_id.encode()
+    items: list[object] = []
+    for job_id in ids:
+        if reply_all:
+            items.append(show_fields(engine.jobs[job_id], node_id, server.now))
+        else:
+            items.append(Status(job_id))
+    return encode([str(next_cursor).encode(), items])
+
+
+def _parse_cursor(raw: bytes) -> int:
+    if not raw.isdigit() or len(raw) > 20 or int(raw) >= 2**64:
+        raise CommandError("ERR invalid cursor or option name")
+    return int(raw)
+
+
+parse_cursor = _parse_cursor  # shared with QSCAN

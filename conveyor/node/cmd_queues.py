@@ -1,0 +1,115 @@
+"""Queue commands: QLEN, QPEEK, QSTAT, QSCAN, PAUSE."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from conveyor.core.errors import CommandError
+from conveyor.core.queue import PAUSE_ALL, PAUSE_IN, PAUSE_NAMES, PAUSE_NONE, PAUSE_OUT, JobQueue
+from conveyor.node.cmd_jobs import parse_cursor
+from conveyor.node.parsing import SYNTAX, int_or_error
+from conveyor.node.replies import encode_getjob_reply
+from conveyor.protocol.resp import NULL_ARRAY_BYTES, encode, integer
+
+if TYPE_CHECKING:
+    from conveyor.node.server import Connection, Server
+
+
+def qlen(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    return integer(server.engine.qlen(args[1]))
+
+
+def qpeek(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    count = int_or_error(args[2])
+    return encode_getjob_reply(server.engine.qpeek(args[1], count), False)
+
+
+def qstat(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    queue = server.engine.queues.get(args[1])
+    if queue is None:
+        return NULL_ARRAY_BYTES
+    now = server.now
+    return encode(
+        [
+            b"name", queue.name,
+            b"len", queue.count,
+            b"age", (now - queue.ctime_ms) // 1000,
+            b"idle", (now - queue.atime_ms) // 1000,
+            b"blocked", queue.blocked,
+            b"import-from", [],
+            b"import-rate", 0,
+            b"jobs-in", queue.jobs_in,
+            b"jobs-out", queue.jobs_out,
+            b"pause", PAUSE_NAMES[queue.pause],
+        ]
+    )  # fmt: skip
+
+
+def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    cursor: int | None = None
+    count = 100
+    busyloop = False
+    minlen: int | None = None
+    maxlen: int | None = None
+    importrate: int | None = None
+    argc = len(args)
+    index = 1
+    while index < argc:
+        option = args[index].lower()
+        has_value = index + 1 < argc
+        if option == b"count" and has_value:
+            count = int_or_error(args[index + 1])
+            if count < 1:
+                raise CommandError("ERR COUNT must be > 0")
+            index += 1
+        elif option == b"busyloop":
+            busyloop = True
+        elif option == b"minlen" and has_value:
+            minlen = int_or_error(args[index + 1])
+            index += 1
+        elif option == b"maxlen" and has_value:
+            maxlen = int_or_error(args[index + 1])
+            index += 1
+        elif option == b"importrate" and has_value:
+            importrate = int_or_error(args[index + 1])
+            index += 1
+        else:
+            if cursor is not None:
+                raise CommandError(SYNTAX)
+            cursor = parse_cursor(args[index])
+        index += 1
+
+    def accept(queue: JobQueue) -> bool:
+        if minlen is not None and queue.count < minlen:
+            return False
+        if maxlen is not None and queue.count > maxlen:
+            return False
+        # No federation yet, so every queue imports at rate 0.
+        return not (importrate is not None and importrate > 0)
+
+    next_cursor, names = server.engine.scan_queues(cursor or 0, count, busyloop, accept)
+    return encode([str(next_cursor).encode(), names])
+
+
+_PAUSE_OPTIONS = {b"in": PAUSE_IN, b"out": PAUSE_OUT, b"all": PAUSE_ALL}
+
+
+def pause(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    flags = PAUSE_NONE
+    changed = False
+    for raw in args[2:]:
+        option = raw.lower()
+        if option in _PAUSE_OPTIONS:
+            flags |= _PAUSE_OPTIONS[option]
+            changed = True
+        elif option == b"none":
+            flags = PAUSE_NONE
+            changed = True
+        elif option in (b"state", b"bcast"):
+            # state only reads; bcast has nobody to tell on a single node.
+            pass
+        else:
+            raise CommandError(SYNTAX)
+    engine = server.engine
+    result = engine.pause(args[1], flags if changed else None, server.now)
+    return b"+%s\r\n" % PAUSE_NAMES[result]

@@ -1,0 +1,89 @@
+"""The command table: name -> arity, flags and handler, as in Disque's.
+
+Arity counts the command name; a negative arity is a minimum. Flags: w write, r read,
+m deny-oom, a admin, l ok while loading, F fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from conveyor.core.errors import CommandError
+from conveyor.node import cmd_admin, cmd_jobs, cmd_queues
+from conveyor.protocol.resp import error
+
+if TYPE_CHECKING:
+    from conveyor.node.server import Connection, Server
+
+Handler = Callable[["Server", "Connection", list[bytes]], "bytes | None"]
+
+
+@dataclass(slots=True)
+class Command:
+    name: bytes
+    arity: int
+    flags: str
+    handler: Handler
+    deny_oom: bool = field(init=False)
+    calls: int = 0
+    nanoseconds: int = 0
+
+    def __post_init__(self) -> None:
+        self.deny_oom = "m" in self.flags
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Turn the CommandError a handler raises into its error reply."""
+
+    def run(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
+        try:
+            return handler(server, conn, args)
+        except CommandError as exc:
+            return error(exc.message)
+
+    run.__name__ = handler.__name__
+    return run
+
+
+def _c(name: str, arity: int, flags: str, handler: Handler) -> Command:
+    return Command(name.encode(), arity, flags, _guarded(handler))
+
+
+COMMANDS: list[Command] = [
+    # jobs
+    _c("addjob", -4, "wmF", cmd_jobs.addjob),
+    _c("getjob", -2, "wF", cmd_jobs.getjob),
+    _c("ackjob", -1, "wF", cmd_jobs.ackjob),
+    _c("fastack", -1, "wF", cmd_jobs.fastack),
+    _c("working", 2, "wF", cmd_jobs.working),
+    _c("nack", -1, "mwF", cmd_jobs.nack),
+    _c("enqueue", -1, "mwF", cmd_jobs.enqueue),
+    _c("dequeue", -1, "wF", cmd_jobs.dequeue),
+    _c("deljob", -1, "wF", cmd_jobs.deljob),
+    _c("show", 2, "rF", cmd_jobs.show),
+    _c("loadjob", 2, "w", cmd_jobs.loadjob),
+    _c("jscan", -1, "r", cmd_jobs.jscan),
+    # queues
+    _c("qlen", 2, "rF", cmd_queues.qlen),
+    _c("qpeek", 3, "r", cmd_queues.qpeek),
+    _c("qstat", 2, "rF", cmd_queues.qstat),
+    _c("qscan", -1, "r", cmd_queues.qscan),
+    _c("pause", -3, "rF", cmd_queues.pause),
+    # server
+    _c("auth", 2, "rlF", cmd_admin.auth),
+    _c("ping", -1, "rF", cmd_admin.ping),
+    _c("echo", 2, "rF", cmd_admin.echo),
+    _c("quit", -1, "rlF", cmd_admin.quit),
+    _c("time", 1, "rF", cmd_admin.time_),
+    _c("info", -1, "rl", cmd_admin.info),
+    _c("hello", 1, "rF", cmd_admin.hello),
+    _c("config", -2, "ar", cmd_admin.config),
+    _c("cluster", -2, "ar", cmd_admin.cluster),
+    _c("debug", -2, "a", cmd_admin.debug),
+    _c("shutdown", -1, "arl", cmd_admin.shutdown),
+    _c("command", 0, "rl", cmd_admin.command),
+    _c("client", -2, "ar", cmd_admin.client),
+    _c("bgrewriteaof", 1, "ar", cmd_admin.bgrewriteaof),
+]

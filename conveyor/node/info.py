@@ -1,0 +1,192 @@
+"""INFO: the sections Disque prints, in its `field:value\\r\\n` format."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from conveyor import __version__
+
+if TYPE_CHECKING:
+    from conveyor.node.server import Server
+
+DEFAULT_SECTIONS = ("server", "clients", "memory", "jobs", "queues", "persistence", "stats", "cpu")
+ALL_SECTIONS = (*DEFAULT_SECTIONS, "commandstats")
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size >= scale:
+            return f"{size / scale:.2f}{unit}"
+    return f"{size}B"
+
+
+def _server(server: Server) -> dict[str, object]:
+    uptime = (server.now - server.started_ms) // 1000
+    return {
+        "disque_version": __version__,
+        "conveyor_version": __version__,
+        "disque_git_sha1": "00000000",
+        "disque_git_dirty": 0,
+        "disque_build_id": "conveyor",
+        "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "arch_bits": 64 if sys.maxsize > 2**32 else 32,
+        "multiplexing_api": "asyncio",
+        "python_version": platform.python_version(),
+        "gcc_version": "0.0.0",
+        "process_id": os.getpid(),
+        "run_id": server.run_id,
+        "tcp_port": server.config["port"],
+        "uptime_in_seconds": uptime,
+        "uptime_in_days": uptime // 86400,
+        "hz": server.config["hz"],
+        "executable": sys.argv[0],
+        "config_file": str(server.config.file.resolve()) if server.config.file else "",
+        "node_id": server.node_id,
+    }
+
+
+def _clients(server: Server) -> dict[str, object]:
+    return {
+        "connected_clients": len(server.clients),
+        "client_longest_output_list": 0,
+        "client_biggest_input_buf": 0,
+        "blocked_clients": server.engine.blocked_clients,
+    }
+
+
+def _memory(server: Server) -> dict[str, object]:
+    from conveyor.node.server import rss_bytes
+
+    used = server.used_memory()
+    rss = rss_bytes()
+    maxmemory = server.config["maxmemory"]
+    return {
+        "used_memory": used,
+        "used_memory_human": _human(used),
+        "used_memory_rss": rss,
+        "used_memory_peak": server.peak_memory,
+        "used_memory_peak_human": _human(server.peak_memory),
+        "used_memory_jobs": server.engine.memory_estimate(),
+        "maxmemory": maxmemory,
+        "maxmemory_human": _human(maxmemory),
+        "maxmemory_policy": server.config["maxmemory-policy"],
+        "mem_fragmentation_ratio": f"{rss / used:.2f}" if used else "0.00",
+        "mem_allocator": "pymalloc",
+    }
+
+
+def _jobs(server: Server) -> dict[str, object]:
+    engine = server.engine
+    return {
+        "registered_jobs": len(engine.jobs),
+        "expired_jobs": engine.expired_jobs,
+        "evicted_jobs": engine.evicted_jobs,
+        "dead_lettered_jobs": engine.dead_lettered_jobs,
+    }
+
+
+def _queues(server: Server) -> dict[str, object]:
+    return {"registered_queues": len(server.engine.queues)}
+
+
+def _persistence(server: Server) -> dict[str, object]:
+    return {
+        "loading": 0,
+        "aof_enabled": 0,
+        "aof_state": "off",
+        "aof_rewrite_in_progress": 0,
+        "aof_rewrite_scheduled": 0,
+        "aof_last_rewrite_time_sec": -1,
+        "aof_current_rewrite_time_sec": -1,
+        "aof_last_bgrewrite_status": "ok",
+        "aof_last_write_status": "ok",
+    }
+
+
+def _stats(server: Server) -> dict[str, object]:
+    stats = server.stats
+    now = server.now
+    elapsed_ms = now - stats.sample_ms
+    if stats.sample_ms and elapsed_ms > 0:
+        ops = (stats.commands_processed - stats.sample_commands) * 1000 // elapsed_ms
+        in_kbps = (stats.net_input_bytes - stats.sample_input) / elapsed_ms / 1.024
+        out_kbps = (stats.net_output_bytes - stats.sample_output) / elapsed_ms / 1.024
+    else:
+        ops, in_kbps, out_kbps = 0, 0.0, 0.0
+    # INFO itself samples, so the rates cover the time since the previous INFO.
+    stats.sample_ms = now
+    stats.sample_commands = stats.commands_processed
+    stats.sample_input = stats.net_input_bytes
+    stats.sample_output = stats.net_output_bytes
+    return {
+        "total_connections_received": stats.connections_received,
+        "total_commands_processed": stats.commands_processed,
+        "instantaneous_ops_per_sec": ops,
+        "total_net_input_bytes": stats.net_input_bytes,
+        "total_net_output_bytes": stats.net_output_bytes,
+        "instantaneous_input_kbps": f"{in_kbps:.2f}",
+        "instantaneous_output_kbps": f"{out_kbps:.2f}",
+        "rejected_connections": stats.rejected_connections,
+        "latest_fork_usec": 0,
+    }
+
+
+def _cpu(server: Server) -> dict[str, object]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "used_cpu_sys": f"{own.ru_stime:.2f}",
+        "used_cpu_user": f"{own.ru_utime:.2f}",
+        "used_cpu_sys_children": f"{children.ru_stime:.2f}",
+        "used_cpu_user_children": f"{children.ru_utime:.2f}",
+    }
+
+
+def _commandstats(server: Server) -> dict[str, object]:
+    fields: dict[str, object] = {}
+    seen = set()
+    for command in server.commands.values():
+        if command.name in seen or not command.calls:
+            continue
+        seen.add(command.name)
+        usec = command.nanoseconds // 1000
+        fields[f"cmdstat_{command.name.decode()}"] = (
+            f"calls={command.calls},usec={usec},usec_per_call={usec / command.calls:.2f}"
+        )
+    return fields
+
+
+_SECTIONS = {
+    "server": ("Server", _server),
+    "clients": ("Clients", _clients),
+    "memory": ("Memory", _memory),
+    "jobs": ("Jobs", _jobs),
+    "queues": ("Queues", _queues),
+    "persistence": ("Persistence", _persistence),
+    "stats": ("Stats", _stats),
+    "cpu": ("CPU", _cpu),
+    "commandstats": ("Commandstats", _commandstats),
+}
+
+
+def render(server: Server, section: str) -> str:
+    if section in ("default", ""):
+        names: tuple[str, ...] = DEFAULT_SECTIONS
+    elif section in ("all", "everything"):
+        names = ALL_SECTIONS
+    elif section in _SECTIONS:
+        names = (section,)
+    else:
+        return ""
+    server.now = int(time.time() * 1000)
+    blocks = []
+    for name in names:
+        title, build = _SECTIONS[name]
+        lines = [f"# {title}"] + [f"{key}:{value}" for key, value in build(server).items()]
+        blocks.append("\r\n".join(lines) + "\r\n")
+    return "\r\n".join(blocks)

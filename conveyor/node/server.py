@@ -1,0 +1,360 @@
+"""The asyncio server: accepts clients, dispatches commands, drives the core's timers.
+
+One `Connection` per client parses its bytes, runs each request through the command
+table and writes all replies of one read in a single `write`, so pipelined clients cost
+one syscall per batch. The core says when it next needs time (`next_deadline`); the
+server arms exactly one event-loop timer for that, so an idle node does not wake up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conveyor.core.engine import Engine, EngineConfig
+from conveyor.core.waiters import Waiter
+from conveyor.node import nodeid
+from conveyor.node.commands import COMMANDS, Command
+from conveyor.node.config import Config
+from conveyor.node.replies import encode_getjob_reply
+from conveyor.node.stats import Stats
+from conveyor.protocol.resp import (
+    NULL_ARRAY_BYTES,
+    ProtocolError,
+    RequestParser,
+    error,
+)
+
+log = logging.getLogger("conveyor.node")
+
+_READ_LIMIT = 64 * 1024
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = (
+        "addr",
+        "authenticated",
+        "closed",
+        "created_ms",
+        "id",
+        "last_command",
+        "name",
+        "parser",
+        "pending",
+        "server",
+        "transport",
+        "waiter",
+    )
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.parser = RequestParser(server.config["proto-max-bulk-len"])
+        self.transport: asyncio.Transport | None = None
+        self.authenticated = not server.config["requirepass"]
+        self.waiter: Waiter | None = None  # set while blocked in GETJOB
+        self.pending: list[list[bytes]] = []  # requests pipelined behind a blocked GETJOB
+        self.closed = False
+        self.id = 0
+        self.name = b""
+        self.addr = ""
+        self.created_ms = now_ms()
+        self.last_command = b""
+
+    # -- asyncio callbacks -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.server.client_connected(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.client_disconnected(self)
+
+    def data_received(self, data: bytes) -> None:
+        server = self.server
+        server.stats.net_input_bytes += len(data)
+        server.now = now_ms()
+        out: list[bytes] = []
+        try:
+            for request in self.parser.feed(data):
+                if self.waiter is not None or self.pending:
+                    self.pending.append(request)
+                    continue
+                reply = server.execute(self, request)
+                if reply is not None:
+                    out.append(reply)
+                if self.closed:
+                    break
+        except ProtocolError as exc:
+            out.append(error(f"ERR {exc}"))
+            self.write(b"".join(out))
+            self.close()
+            return
+        if out:
+            self.write(b"".join(out))
+        server.after_io()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.server.stats.net_output_bytes += len(data)
+            self.transport.write(data)
+
+    def close(self) -> None:
+        """Close after the replies already written have been sent."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def resume_after_block(self) -> None:
+        """The blocked GETJOB was answered: run what was pipelined behind it."""
+        out: list[bytes] = []
+        while self.pending and self.waiter is None and not self.closed:
+            reply = self.server.execute(self, self.pending.pop(0))
+            if reply is not None:
+                out.append(reply)
+        if out:
+            self.write(b"".join(out))
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.started_ms = now_ms()
+        self.now = self.started_ms
+        self.data_dir = Path(config["dir"]).resolve()
+        self.node_id = nodeid.load_or_create(
+            self.data_dir / config["cluster-config-file"], config["port"]
+        )
+        seed = os.urandom(20)
+        self.engine = Engine(
+            self.node_id, seed, random.Random(os.urandom(16)), self._engine_config()
+        )
+        config.on_change = self._config_changed
+        self.commands: dict[bytes, Command] = {}
+        for command in COMMANDS:
+            self.commands[command.name] = command
+            self.commands[command.name.upper()] = command
+        self.stats = Stats()
+        self.clients: dict[int, Connection] = {}
+        self._next_client_id = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._asyncio_server: asyncio.base_events.Server | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self.shutdown_requested: asyncio.Event | None = None
+        self.run_id = os.urandom(20).hex()
+        self.baseline_memory = _rss_bytes()
+        self.peak_memory = 0
+        self.on_shutdown: list[Callable[[], None]] = []
+
+    def _engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            max_deliveries=self.config["max-deliveries"],
+            deadletter_queue=self.config["deadletter-queue"].encode(),
+        )
+
+    def _config_changed(self, name: str) -> None:
+        if name in ("max-deliveries", "deadletter-queue"):
+            self.engine.config = self._engine_config()
+        elif name == "loglevel":
+            configure_logging(self.config)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.shutdown_requested = asyncio.Event()
+        hosts = self.config["bind"].split() or ["127.0.0.1"]
+        self._asyncio_server = await self.loop.create_server(
+            lambda: Connection(self),
+            host=hosts,
+            port=self.config["port"],
+            backlog=self.config["tcp-backlog"],
+            reuse_address=True,
+        )
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.loop.add_signal_handler(sig, self.request_shutdown)
+            except (NotImplementedError, RuntimeError):
+                pass
+        log.info(
+            "Conveyor node %s ready to accept connections on %s:%d",
+            self.node_id,
+            ",".join(hosts),
+            self.config["port"],
+        )
+
+    def request_shutdown(self) -> None:
+        if self.shutdown_requested is not None:
+            self.shutdown_requested.set()
+
+    async def serve_until_shutdown(self) -> None:
+        await self.start()
+        assert self.shutdown_requested is not None
+        await self.shutdown_requested.wait()
+        await self.stop()
+
+    async def stop(self) -> None:
+        log.warning("User requested shutdown...")
+        for callback in self.on_shutdown:
+            callback()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._asyncio_server is not None:
+            self._asyncio_server.close()
+        for conn in list(self.clients.values()):
+            conn.close()
+        if self._asyncio_server is not None:
+            await self._asyncio_server.wait_closed()
+        log.warning("Conveyor is now ready to exit, bye bye...")
+
+    # -- clients -----------------------------------------------------------------------------
+    def client_connected(self, conn: Connection) -> None:
+        if len(self.clients) >= self.config["maxclients"]:
+            self.stats.rejected_connections += 1
+            conn.write(error("ERR max number of clients reached"))
+            conn.close()
+            return
+        self._next_client_id += 1
+        conn.id = self._next_client_id
+        self.clients[conn.id] = conn
+        self.stats.connections_received += 1
+
+    def client_disconnected(self, conn: Connection) -> None:
+        self.clients.pop(conn.id, None)
+        if conn.waiter is not None:
+            self.engine.unblock(conn.waiter)
+            conn.waiter = None
+        conn.pending.clear()
+
+    # -- commands ----------------------------------------------------------------------------
+    def execute(self, conn: Connection, request: list[bytes]) -> bytes | None:
+        """Run one request; returns the encoded reply, or None when the client blocks."""
+        name = request[0]
+        command = self.commands.get(name)
+        if command is None:
+            command = self.commands.get(name.lower())
+            if command is None:
+                self.stats.unknown_commands += 1
+                return error(f"ERR unknown command '{name.decode(errors='replace')}'")
+        argc = len(request)
+        arity = command.arity
+        if (arity > 0 and argc != arity) or argc < -arity:
+            return error(f"ERR wrong number of arguments for '{command.name.decode()}' command")
+        if not conn.authenticated and command.name != b"auth":
+            return error("NOAUTH Authentication required.")
+        if command.deny_oom and self.over_memory_limit(request):
+            return error("OOM command not allowed when used memory > 'maxmemory'.")
+        started = time.perf_counter_ns()
+        reply = command.handler(self, conn, request)
+        command.calls += 1
+        command.nanoseconds += time.perf_counter_ns() - started
+        self.stats.commands_processed += 1
+        return reply
+
+    def over_memory_limit(self, request: list[bytes]) -> bool:
+        maxmemory = self.config["maxmemory"]
+        if not maxmemory:
+            return False
+        incoming = sum(len(arg) for arg in request)
+        used = self.used_memory() + incoming
+        soft_limit = maxmemory * 95 // 100
+        if used > soft_limit and self.config["maxmemory-policy"] == "acks":
+            self.engine.evict(used - soft_limit, self.now)
+            used = self.used_memory() + incoming
+        return used > maxmemory
+
+    def used_memory(self) -> int:
+        used = self.baseline_memory + self.engine.memory_estimate()
+        if used > self.peak_memory:
+            self.peak_memory = used
+        return used
+
+    # -- the core's deferred effects ---------------------------------------------------------
+    def after_io(self) -> None:
+        """Deliver what the core produced for other clients, and re-arm the timer."""
+        engine = self.engine
+        if engine.wakeups:
+            self._deliver_wakeups()
+        deadline = engine.next_deadline()
+        if deadline is not None and (
+            self._timer_deadline is None or deadline < self._timer_deadline
+        ):
+            self._arm_timer(deadline)
+
+    def _deliver_wakeups(self) -> None:
+        for waiter, jobs in self.engine.take_wakeups():
+            conn: Connection = waiter.token
+            if conn.waiter is not waiter:
+                continue
+            conn.waiter = None
+            if jobs is None:
+                conn.write(NULL_ARRAY_BYTES)
+            else:
+                conn.write(encode_getjob_reply(jobs, waiter.with_counters))
+            if conn.pending:
+                conn.resume_after_block()
+
+    def _arm_timer(self, deadline: int) -> None:
+        assert self.loop is not None
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(deadline - now_ms(), 0) / 1000
+        self._timer_deadline = deadline
+        self._timer = self.loop.call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        self.now = now_ms()
+        self.engine.tick(self.now)
+        self.after_io()
+
+    def block(self, conn: Connection, waiter: Waiter) -> None:
+        conn.waiter = waiter
+        self.engine.block(waiter, self.now)
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def rss_bytes() -> int:
+    return _rss_bytes()
+
+
+def configure_logging(config: Config) -> None:
+    levels = {
+        "debug": logging.DEBUG,
+        "verbose": logging.INFO,
+        "notice": logging.INFO,
+        "warning": logging.WARNING,
+    }
+    root = logging.getLogger("conveyor")
+    root.setLevel(levels[config["loglevel"]])
+    if not root.handlers:
+        logfile = config["logfile"]
+        handler: logging.Handler = (
+            logging.FileHandler(logfile) if logfile else logging.StreamHandler()
+        )
+        handler.setFormatter(
+            logging.Formatter(
+                f"{os.getpid()}:M %(asctime)s.%(msecs)03d %(message)s", "%d %b %H:%M:%S"
+            )
+        )
+        root.addHandler(handler)

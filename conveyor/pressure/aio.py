@@ -1,0 +1,175 @@
+"""`AsyncPressureQueue`: the asyncio twin of `PressureQueue`, on `redis.asyncio`.
+
+It runs the very same protocol generators; only the I/O differs. Cancelling a waiting
+coroutine (e.g. `asyncio.wait_for`) gives its role token back like any other failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
+
+from conveyor.pressure import protocol
+from conveyor.pressure.config import (
+    client_options,
+    default_uid,
+    describe_url,
+    holder_alive,
+    no_backoff,
+    resolve_prefix,
+    resolve_url,
+)
+from conveyor.pressure.errors import QueueClosed
+from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.protocol import Batch, QueueStats, Step, UnlockResult
+from conveyor.pressure.queue import Data, check_name, encode, translate
+
+T = TypeVar("T")
+
+
+async def _execute(client: aredis.Redis, batch: Batch) -> list[Any]:
+    if len(batch.commands) == 1 and not batch.transaction:
+        return [await client.execute_command(*batch.commands[0])]
+    pipe = client.pipeline(transaction=batch.transaction)
+    for command in batch.commands:
+        pipe.execute_command(*command)
+    return list(await pipe.execute())
+
+
+async def run_async(client: aredis.Redis, step: Step[T], address: str) -> T:
+    """Drive a protocol generator; failures (cancellation too) are thrown into it."""
+    reply: list[Any] | None = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                batch = step.send(reply) if error is None else step.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            error = None
+            try:
+                reply = await _execute(client, batch)
+            except BaseException as exc:
+                error = exc
+    except redis.RedisError as exc:
+        raise translate(exc, address) from exc
+
+
+def make_async_client(url: str) -> aredis.Redis:
+    return aredis.Redis.from_url(url, **client_options(Retry(no_backoff(), 0)))
+
+
+class AsyncPressureQueue:
+    """Same constructor and methods as `PressureQueue`, as coroutines; `async for` drains."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis_url: str | None = None,
+        prefix: str | None = None,
+        client_uid: str | None = None,
+        client: aredis.Redis | None = None,
+    ) -> None:
+        self.name = check_name(name)
+        self.prefix = resolve_prefix(prefix)
+        self.redis_url = resolve_url(redis_url)
+        self.address = describe_url(self.redis_url)
+        self.keys = QueueKeys(self.prefix, self.name)
+        self._owns_client = client is None
+        self._redis = client if client is not None else make_async_client(self.redis_url)
+        self._uid = client_uid
+
+    def __repr__(self) -> str:
+        return f"AsyncPressureQueue({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"
+
+    @property
+    def client_uid(self) -> str:
+        return self._uid or default_uid()
+
+    async def _run(self, step: Step[T]) -> T:
+        return await run_async(self._redis, step, self.address)
+
+    async def create(self, bound: int = 0) -> None:
+        await self._run(protocol.create(self.keys, bound))
+
+    async def exists(self) -> bool:
+        return await self._run(protocol.exists(self.keys))
+
+    async def length(self) -> int:
+        return await self._run(protocol.length(self.keys))
+
+    async def len(self) -> int:
+        return await self.length()
+
+    async def closed(self) -> bool:
+        return await self._run(protocol.is_closed(self.keys))
+
+    async def put(self, data: Data, block: bool = True, timeout: float | None = None) -> None:
+        payload = encode(data)
+        await self._run(
+            protocol.put(self.keys, self.client_uid, payload, block=block, timeout=timeout)
+        )
+
+    async def put_nowait(self, data: Data) -> None:
+        await self.put(data, block=False)
+
+    async def get(self, block: bool = True, timeout: float | None = None) -> bytes:
+        return await self._run(
+            protocol.get(self.keys, self.client_uid, block=block, timeout=timeout)
+        )
+
+    async def get_nowait(self) -> bytes:
+        return await self.get(block=False)
+
+    async def close(self, block: bool = True, timeout: float | None = None) -> None:
+        await self._run(protocol.close(self.keys, self.client_uid, block=block, timeout=timeout))
+
+    async def delete(self, timeout: float | None = None, *, force: bool = False) -> None:
+        if force:
+            await self._run(protocol.force_delete(self.keys))
+        else:
+            await self._run(protocol.delete(self.keys, timeout=timeout))
+
+    async def stats(self) -> QueueStats:
+        return await self._run(protocol.stats(self.keys))
+
+    async def unlock(
+        self, *, producer: bool = True, consumer: bool = True, force: bool = False
+    ) -> UnlockResult:
+        return await self._run(
+            protocol.unlock(
+                self.keys,
+                producer=producer,
+                consumer=consumer,
+                force=force,
+                is_alive=holder_alive,
+            )
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                yield await self.get()
+            except QueueClosed:
+                return
+
+    async def disconnect(self) -> None:
+        if self._owns_client:
+            await self._redis.aclose()
+
+    async def __aenter__(self) -> AsyncPressureQueue:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.disconnect()

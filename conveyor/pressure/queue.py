@@ -1,0 +1,237 @@
+"""`PressureQueue`: the blocking (thread-friendly) pressure client, built on redis-py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+import redis
+from redis.retry import Retry
+
+from conveyor.pressure import protocol
+from conveyor.pressure.config import (
+    client_options,
+    default_uid,
+    describe_url,
+    holder_alive,
+    no_backoff,
+    resolve_prefix,
+    resolve_url,
+)
+from conveyor.pressure.errors import (
+    PressureConnectionError,
+    PressureProtocolError,
+    QueueClosed,
+)
+from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.protocol import Batch, QueueStats, Step, UnlockResult
+
+T = TypeVar("T")
+Data = bytes | bytearray | memoryview | str
+
+
+def encode(data: Data) -> bytes:
+    """Element bytes: str is UTF-8 encoded; what a get returns is always bytes."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"queue elements are bytes or str, not {type(data).__name__}")
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError("queue name must be a non-empty string")
+    return name
+
+
+def translate(exc: BaseException, address: str) -> BaseException:
+    """The typed pressure error for a redis-py exception (others pass through unchanged)."""
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return PressureConnectionError(f"cannot reach Redis at {address}: {exc}")
+    if isinstance(exc, redis.RedisError):
+        return PressureProtocolError(f"Redis at {address} rejected a command: {exc}")
+    return exc
+
+
+def _execute(client: redis.Redis, batch: Batch) -> list[Any]:
+    if len(batch.commands) == 1 and not batch.transaction:
+        return [client.execute_command(*batch.commands[0])]
+    pipe = client.pipeline(transaction=batch.transaction)
+    for command in batch.commands:
+        pipe.execute_command(*command)
+    return list(pipe.execute())
+
+
+def run_sync(client: redis.Redis, step: Step[T], address: str) -> T:
+    """Drive a protocol generator; failures are thrown into it so its `finally` can clean up."""
+    reply: list[Any] | None = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                batch = step.send(reply) if error is None else step.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            error = None
+            try:
+                reply = _execute(client, batch)
+            except BaseException as exc:
+                error = exc
+    except redis.RedisError as exc:
+        raise translate(exc, address) from exc
+
+
+def make_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, **client_options(Retry(no_backoff(), 0)))
+
+
+class PressureQueue:
+    """One pressure queue; safe to share between threads (each thread has its own identity).
+
+    `redis_url` defaults to the REDIS_SERVER/REDIS_PORT/REDIS_DB environment variables, then
+    redis://127.0.0.1:6379/0; `prefix` to PRESSURE_PREFIX, then `__pressure__`; `client_uid`
+    to `host:pid:thread`. Pass `client` to share an existing redis-py client.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis_url: str | None = None,
+        prefix: str | None = None,
+        client_uid: str | None = None,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.name = check_name(name)
+        self.prefix = resolve_prefix(prefix)
+        self.redis_url = resolve_url(redis_url)
+        self.address = describe_url(self.redis_url)
+        self.keys = QueueKeys(self.prefix, self.name)
+        self._owns_client = client is None
+        self._redis = client if client is not None else make_client(self.redis_url)
+        self._uid = client_uid
+
+    def __repr__(self) -> str:
+        return f"PressureQueue({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"
+
+    @property
+    def client_uid(self) -> str:
+        """Our identity in `:producer`/`:consumer`; per thread unless given explicitly."""
+        return self._uid or default_uid()
+
+    def _run(self, step: Step[T]) -> T:
+        return run_sync(self._redis, step, self.address)
+
+    def create(self, bound: int = 0) -> None:
+        """Create the queue; `bound` 0 means unbounded. QueueAlreadyExists if it exists."""
+        self._run(protocol.create(self.keys, bound))
+
+    def exists(self) -> bool:
+        return self._run(protocol.exists(self.keys))
+
+    def length(self) -> int:
+        """Elements currently queued (a snapshot)."""
+        return self._run(protocol.length(self.keys))
+
+    def len(self) -> int:
+        return self.length()
+
+    def closed(self) -> bool:
+        return self._run(protocol.is_closed(self.keys))
+
+    def put(self, data: Data, block: bool = True, timeout: float | None = None) -> None:
+        """Append `data`, waiting for the producer role and for room unless `block` is False.
+
+        Raises QueueClosed, QueueDoesNotExist, and after `timeout` (or at once when not
+        blocking) QueueInUse (role busy) or QueueFull (no room).
+        """
+        payload = encode(data)
+        self._run(protocol.put(self.keys, self.client_uid, payload, block=block, timeout=timeout))
+
+    def put_nowait(self, data: Data) -> None:
+        self.put(data, block=False)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> bytes:
+        """Remove and return the oldest element.
+
+        Raises QueueClosed once the queue is closed and drained, QueueDoesNotExist (also when
+        it is deleted while we wait), and after `timeout` (or at once when not blocking)
+        QueueInUse (role busy) or QueueEmpty.
+        """
+        return self._run(protocol.get(self.keys, self.client_uid, block=block, timeout=timeout))
+
+    def get_nowait(self) -> bytes:
+        return self.get(block=False)
+
+    def close(self, block: bool = True, timeout: float | None = None) -> None:
+        """Close the queue for producers (at most once; QueueClosed the second time)."""
+        self._run(protocol.close(self.keys, self.client_uid, block=block, timeout=timeout))
+
+    def delete(self, timeout: float | None = None, *, force: bool = False) -> None:
+        """Delete the queue, waking blocked clients; waits for both roles to be free.
+
+        After `timeout` raises QueueInUse with the queue half deleted (`:bound` gone); finish
+        with `unlock` (dead holder) or `delete(force=True)`, which removes all 12 keys at once.
+        """
+        if force:
+            self._run(protocol.force_delete(self.keys))
+        else:
+            self._run(protocol.delete(self.keys, timeout=timeout))
+
+    def stats(self) -> QueueStats:
+        return self._run(protocol.stats(self.keys))
+
+    def unlock(
+        self, *, producer: bool = True, consumer: bool = True, force: bool = False
+    ) -> UnlockResult:
+        """Return role tokens held by crashed clients (refuses live local holders unless force)."""
+        return self._run(
+            protocol.unlock(
+                self.keys,
+                producer=producer,
+                consumer=consumer,
+                force=force,
+                is_alive=holder_alive,
+            )
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield elements until the queue is closed and drained."""
+        while True:
+            try:
+                yield self.get()
+            except QueueClosed:
+                return
+
+    def disconnect(self) -> None:
+        """Close our Redis connections (not the queue: that is `close`)."""
+        if self._owns_client:
+            self._redis.close()
+
+    def __enter__(self) -> PressureQueue:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.disconnect()
+
+
+def list_queues(
+    *, redis_url: str | None = None, prefix: str | None = None, client: redis.Redis | None = None
+) -> list[str]:
+    """Names of existing queues under `prefix`."""
+    url = resolve_url(redis_url)
+    owned = client is None
+    redis_client = client if client is not None else make_client(url)
+    try:
+        step = protocol.list_queues(resolve_prefix(prefix))
+        return run_sync(redis_client, step, describe_url(url))
+    finally:
+        if owned:
+            redis_client.close()

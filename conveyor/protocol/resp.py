@@ -1,0 +1,313 @@
+"""RESP2 replies and request parsing.
+
+Requests come in two shapes, as in Redis: multi-bulk (`*2\\r\\n$4\\r\\nPING...`, what every
+client library sends, parsed by hiredis in C) and inline (`PING\\r\\n`, what telnet sends,
+split like Redis' sdssplitargs). Replies are encoded once, to bytes, by `encode`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import hiredis
+
+# Redis' own limits: a request line and a bulk may not grow without bound.
+MAX_INLINE_BYTES = 64 * 1024
+DEFAULT_MAX_BULK_BYTES = 512 * 1024 * 1024
+
+
+class Status(bytes):
+    """A simple-string reply (`+OK`), as opposed to a bulk string."""
+
+
+class Error(str):
+    """An error reply; the text includes the code, e.g. `ERR syntax error`."""
+
+
+class _NullArray:
+    pass
+
+
+NULL_ARRAY = _NullArray()
+OK = b"+OK\r\n"
+PONG = b"+PONG\r\n"
+NULL_BULK_BYTES = b"$-1\r\n"
+NULL_ARRAY_BYTES = b"*-1\r\n"
+EMPTY_ARRAY_BYTES = b"*0\r\n"
+
+
+def encode(value: Any) -> bytes:
+    parts: list[bytes] = []
+    _encode_into(value, parts)
+    return b"".join(parts)
+
+
+def _encode_into(value: Any, parts: list[bytes]) -> None:
+    kind = type(value)
+    if kind is bytes:
+        parts.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif kind is int:
+        parts.append(b":%d\r\n" % value)
+    elif kind is list or kind is tuple:
+        parts.append(b"*%d\r\n" % len(value))
+        for item in value:
+            _encode_into(item, parts)
+    elif value is None:
+        parts.append(NULL_BULK_BYTES)
+    elif kind is Status:
+        parts.append(b"+%s\r\n" % value)
+    elif kind is Error:
+        parts.append(b"-%s\r\n" % error_line(value))
+    elif kind is str:
+        data = value.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    elif value is NULL_ARRAY:
+        parts.append(NULL_ARRAY_BYTES)
+    elif kind is bool:
+        parts.append(b":1\r\n" if value else b":0\r\n")
+    elif kind is float:
+        data = repr(value).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    else:
+        raise TypeError(f"cannot encode {kind.__name__} as RESP")
+
+
+def error_line(message: str) -> bytes:
+    # A newline inside an error would end the reply early and desync the client.
+    return message.replace("\r", " ").replace("\n", " ").encode()
+
+
+def error(message: str) -> bytes:
+    return b"-%s\r\n" % error_line(message)
+
+
+def bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def integer(number: int) -> bytes:
+    return b":%d\r\n" % number
+
+
+class ProtocolError(Exception):
+    """The byte stream can't be parsed; the connection must be closed after replying."""
+
+
+_ESCAPES = {
+    ord("n"): b"\n",
+    ord("r"): b"\r",
+    ord("t"): b"\t",
+    ord("b"): b"\b",
+    ord("a"): b"\a",
+}
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """Split like Redis' sdssplitargs; None when quotes are unbalanced."""
+    args: list[bytes] = []
+    pos = 0
+    length = len(line)
+    while True:
+        while pos < length and line[pos] in b" \t\r\n\v\f":
+            pos += 1
+        if pos >= length:
+            return args
+        current = bytearray()
+        in_double = in_single = False
+        while True:
+            if in_double:
+                if pos >= length:
+                    return None
+                char = line[pos]
+                if (
+                    char == 92  # backslash
+                    and pos + 3 < length
+                    and line[pos + 1] == ord("x")
+                    and line[pos + 2] in _HEX
+                    and line[pos + 3] in _HEX
+                ):
+                    current.append(int(line[pos + 2 : pos + 4], 16))
+                    pos += 3
+                elif char == 92 and pos + 1 < length:
+                    pos += 1
+                    current += _ESCAPES.get(line[pos], bytes([line[pos]]))
+                elif char == 34:  # closing "
+                    if pos + 1 < length and line[pos + 1] not in b" \t\r\n\v\f":
+                        return None  # the closing quote must be followed by a space
+                    in_double = False
+                    pos += 1
+                    break
+                else:
+                    current.append(char)
+            elif in_single:
+                if pos >= length:
+                    return None
+                char = line[pos]
+                if char == 92 and pos + 1 < length and line[pos + 1] == 39:
+                    pos += 1
+                    current.append(39)
+                elif char == 39:
+                    if pos + 1 < length and line[pos + 1] not in b" \t\r\n\v\f":
+                        return None
+                    in_single = False
+                    pos += 1
+                    break
+                else:
+                    current.append(char)
+            else:
+                if pos >= length:
+                    break
+                char = line[pos]
+                if char in b" \t\r\n\v\f":
+                    break
+                if char == 34:
+                    in_double = True
+                elif char == 39:
+                    in_single = True
+                else:
+                    current.append(char)
+            pos += 1
+        args.append(bytes(current))
+
+
+class RequestParser:
+    """Turns a client's byte stream into argument lists.
+
+    The fast path hands multi-bulk data to hiredis. hiredis knows only one format per
+    stream, so when an inline request follows a multi-bulk one in the same read (telnet
+    users, hand-written tests), the bytes since the last request boundary are parsed
+    again in Python, skipping what hiredis already returned.
+    """
+
+    __slots__ = ("_chunks", "_inline", "_max_bulk", "_reader", "_yielded")
+
+    def __init__(self, max_bulk_bytes: int = DEFAULT_MAX_BULK_BYTES) -> None:
+        self._reader = hiredis.Reader()
+        self._inline = b""
+        self._max_bulk = max_bulk_bytes
+        self._chunks: list[bytes] = []  # fed to hiredis since the last request boundary
+        self._yielded = 0  # requests hiredis returned from those chunks
+
+    def feed(self, data: bytes) -> Iterator[list[bytes]]:
+        """Yield every complete request in data (plus what was buffered before)."""
+        if self._inline:
+            data = self._inline + data
+            self._inline = b""
+        if not data:
+            return
+        if not self._chunks and data[0] != 42:  # not '*' at a boundary: inline
+            yield from self._parse_python(data, skip=0)
+            return
+        self._check_bulk_header(data)
+        reader = self._reader
+        reader.feed(data)
+        self._chunks.append(data)
+        while True:
+            try:
+                request = reader.gets()
+            except hiredis.ProtocolError:
+                # Not necessarily garbage: maybe an inline request. Python decides.
+                buffered = b"".join(self._chunks)
+                skip = self._yielded
+                self._reset_reader()
+                yield from self._parse_python(buffered, skip)
+                return
+            if request is False:
+                return
+            if type(request) is not list:
+                self._reset_reader()
+                raise ProtocolError("Protocol error: expected '*', got something else")
+            if not reader.has_data():
+                self._chunks.clear()
+                self._yielded = 0
+            else:
+                self._yielded += 1
+            if request:
+                yield request
+
+    def _reset_reader(self) -> None:
+        self._reader = hiredis.Reader()
+        self._chunks = []
+        self._yielded = 0
+
+    def _parse_python(self, data: bytes, skip: int) -> Iterator[list[bytes]]:
+        pos = 0
+        length = len(data)
+        while pos < length:
+            if data[pos] == 42:  # '*'
+                parsed = self._parse_multibulk(data, pos)
+                if parsed is None:
+                    # Incomplete: hand the rest back to hiredis, which is at a boundary.
+                    rest = data[pos:]
+                    self._reader.feed(rest)
+                    self._chunks.append(rest)
+                    return
+                request, pos = parsed
+            else:
+                newline = data.find(b"\n", pos)
+                if newline < 0:
+                    if length - pos > MAX_INLINE_BYTES:
+                        raise ProtocolError("Protocol error: too big inline request")
+                    self._inline = data[pos:]
+                    return
+                args = split_args(data[pos:newline])
+                pos = newline + 1
+                if args is None:
+                    raise ProtocolError("Protocol error: unbalanced quotes in request")
+                request = args
+            if skip:
+                skip -= 1
+            elif request:
+                yield request
+
+    def _parse_multibulk(self, data: bytes, pos: int) -> tuple[list[bytes], int] | None:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            return None
+        try:
+            count = int(data[pos + 1 : end])
+        except ValueError:
+            raise ProtocolError("Protocol error: invalid multibulk length") from None
+        if count > 1024 * 1024:
+            raise ProtocolError("Protocol error: invalid multibulk length")
+        pos = end + 2
+        args: list[bytes] = []
+        for _ in range(max(count, 0)):
+            if pos >= len(data):
+                return None
+            if data[pos] != 36:  # '$'
+                raise ProtocolError(
+                    f"Protocol error: expected '$', got '{chr(data[pos])}'"
+                )
+            end = data.find(b"\r\n", pos)
+            if end < 0:
+                return None
+            try:
+                size = int(data[pos + 1 : end])
+            except ValueError:
+                raise ProtocolError("Protocol error: invalid bulk length") from None
+            if size < 0 or size > self._max_bulk:
+                raise ProtocolError("Protocol error: invalid bulk length")
+            start = end + 2
+            if start + size + 2 > len(data):
+                return None
+            args.append(data[start : start + size])
+            pos = start + size + 2
+        return args, pos
+
+    def _check_bulk_header(self, data: bytes) -> None:
+        # hiredis would buffer any announced bulk; refuse absurd sizes before that.
+        dollar = data.find(b"$", 0, 64)
+        if dollar < 0:
+            return
+        end = data.find(b"\r\n", dollar)
+        if end < 0:
+            return
+        try:
+            size = int(data[dollar + 1 : end])
+        except ValueError:
+            return
+        if size > self._max_bulk:
+            raise ProtocolError("Protocol error: invalid bulk length")

@@ -1,0 +1,91 @@
+"""Real `conveyor server` processes for tests: each on a free port on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from tests.conftest import free_port
+
+
+class NodeProcess:
+    """A running node; `client()` gives a redis-py client set up for Disque."""
+
+    def __init__(self, data_dir: Path, *args: str, config_file: Path | None = None) -> None:
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.log_path = data_dir / "node.log"
+        command = [sys.executable, "-m", "conveyor.cli", "server"]
+        if config_file is not None:
+            command.append(str(config_file))
+        command += ["--port", str(self.port), "--dir", str(data_dir), *args]
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ}
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"node exited early:\n{self.log_path.read_text()}")
+            try:
+                client = self.client(socket_timeout=0.5)
+                try:
+                    client.execute_command("PING")
+                    return
+                except redis.AuthenticationError:
+                    return
+                except redis.ResponseError as exc:
+                    if "NOAUTH" in str(exc):
+                        return
+                    raise
+                finally:
+                    client.close()
+            except (redis.ConnectionError, redis.TimeoutError):
+                time.sleep(0.05)
+        raise RuntimeError(f"node did not answer PING:\n{self.log_path.read_text()}")
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        options: dict[str, object] = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "protocol": 2,
+            "lib_name": None,
+            "lib_version": None,
+            "socket_timeout": 10,
+        }
+        options.update(kwargs)
+        return redis.Redis(**options)  # type: ignore[arg-type]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+
+@contextmanager
+def running_node(data_dir: Path, *args: str, config_file: Path | None = None) -> Iterator[NodeProcess]:
+    node = NodeProcess(data_dir, *args, config_file=config_file)
+    try:
+        yield node
+    finally:
+        node.stop()
