@@ -60,8 +60,6 @@ class NodeProcess:
             "host": "127.0.0.1",
             "port": self.port,
             "protocol": 2,
-            "lib_name": None,
-            "lib_version": None,
             "socket_timeout": 10,
         }
         options.update(kwargs)
@@ -83,7 +81,9 @@ class NodeProcess:
 
 
 @contextmanager
-def running_node(data_dir: Path, *args: str, config_file: Path | None = None) -> Iterator[NodeProcess]:
+def running_node(
+    data_dir: Path, *args: str, config_file: Path | None = None
+) -> Iterator[NodeProcess]:
     node = NodeProcess(data_dir, *args, config_file=config_file)
     try:
         yield node
