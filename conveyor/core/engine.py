@@ -127,13 +127,6 @@ class Engine:
             self._arm_queue_gc(queue, now_ms)
         return queue
 
-    def _next_ctime(self, now_ms: int) -> int:
-        ctime = now_ms * 1_000_000
-        if ctime <= self._last_ctime:
-            ctime = self._last_ctime + 1
-        self._last_ctime = ctime
-        return ctime
-
     def memory_estimate(self) -> int:
         return self.jobs_bytes + len(self.queues) * QUEUE_OVERHEAD_BYTES
 
@@ -159,15 +152,19 @@ class Engine:
         if queue is not None and queue.pause & PAUSE_IN:
             raise CommandError(errors.PAUSED)
 
+        ctime = now_ms * 1_000_000
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1
+        self._last_ctime = ctime
         job = Job(
             self._ids.next_id(ttl_s, retry_s),
             args.queue,
             args.body,
-            repl=args.repl,
-            ctime=self._next_ctime(now_ms),
-            etime=now_ms + ttl_s * 1000,
-            delay=args.delay_s,
-            retry=retry_s,
+            args.repl,
+            ctime,
+            now_ms + ttl_s * 1000,
+            args.delay_s,
+            retry_s,
         )
         self.jobs[job.id] = job
         self.jobs_bytes += JOB_OVERHEAD_BYTES + len(job.body)
@@ -176,8 +173,17 @@ class Engine:
         if args.delay_s:
             job.qtime = now_ms + args.delay_s * 1000
             self.timers.file_job(job, job.qtime)
-        else:
+        elif queue is None or queue.blocked:
             self._enqueue(job, now_ms, nack=False)
+        else:
+            # The hot path: what _enqueue does for a first queueing nobody waits for.
+            job.state = QUEUED
+            job.flags = QUEUED_ONCE
+            queue.push(job)
+            queue.atime_ms = now_ms
+            self.timers.file_job(job, job.etime)
+            if self.listener is not None:
+                self._emit(EV_QUEUED, job, now_ms)
         return job
 
     # -- queueing -----------------------------------------------------------------------

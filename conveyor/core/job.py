@@ -67,7 +67,6 @@ class Job:
         job_id: bytes,
         queue: bytes,
         body: bytes,
-        *,
         repl: int,
         ctime: int,
         etime: int,

@@ -7,8 +7,17 @@ read from the OS here, so a simulator can make IDs reproducible.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
+import struct
+
+try:
+    # CPython's own SHA1 skips OpenSSL's per-call setup: ~2x faster for 28-byte inputs.
+    from _sha1 import sha1 as _sha1
+except ImportError:  # pragma: no cover - CPython builds without it
+    _sha1 = hashlib.sha1
+
+_pack_counter = struct.Struct("<Q").pack
 
 JOB_ID_LEN = 40
 # Disque caps the TTL digits at what four hex digits hold.
@@ -18,19 +27,24 @@ _MAX_TTL_MINUTES = 0xFFFF
 class JobIdGenerator:
     """Makes unique job IDs for one node."""
 
-    __slots__ = ("_counter", "_prefix", "_sha_seeded")
+    __slots__ = ("_counter", "_prefix", "_seed", "_suffixes")
 
     def __init__(self, node_id: str, seed: bytes) -> None:
         self._prefix = f"D-{node_id[:8]}-".encode()
-        self._sha_seeded = hashlib.sha1(seed)
+        self._seed = seed
         self._counter = 0
+        # (ttl, retry) -> b"-05a1": producers use few distinct TTLs, so format each once.
+        self._suffixes: dict[tuple[int, int], bytes] = {}
 
     def next_id(self, ttl_s: int, retry_s: int) -> bytes:
         self._counter += 1
-        digest = self._sha_seeded.copy()
-        digest.update(self._counter.to_bytes(8, "little"))
-        random_part = base64.b64encode(digest.digest()[:18])
-        return b"%s%s-%04x" % (self._prefix, random_part, ttl_digits(ttl_s, retry_s))
+        digest = _sha1(self._seed + _pack_counter(self._counter)).digest()
+        suffix = self._suffixes.get((ttl_s, retry_s))
+        if suffix is None:
+            suffix = b"-%04x" % ttl_digits(ttl_s, retry_s)
+            if len(self._suffixes) < 1024:
+                self._suffixes[(ttl_s, retry_s)] = suffix
+        return self._prefix + binascii.b2a_base64(digest[:18], newline=False) + suffix
 
 
 def ttl_digits(ttl_s: int, retry_s: int) -> int:

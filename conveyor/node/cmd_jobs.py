@@ -45,6 +45,12 @@ def _option_int(raw: bytes, message: str, minimum: int, maximum: int | None = No
 
 
 def parse_addjob(args: list[bytes], default_repl: int) -> tuple[AddJobArgs, int]:
+    if len(args) == 4:
+        # No options: skip the option loop (the hot path of most producers).
+        return (
+            AddJobArgs(args[1], args[2], default_repl, 0, None, None, None, False),
+            parse_timeout_ms(args[3]),
+        )
     repl: int | None = None
     delay = 0
     retry: int | None = None

@@ -254,7 +254,9 @@ class Server:
             return error(f"ERR wrong number of arguments for '{command.name.decode()}' command")
         if not conn.authenticated and command.name != b"auth":
             return error("NOAUTH Authentication required.")
-        if command.deny_oom and self.over_memory_limit(request):
+        if command.deny_oom and self.memory_estimate_fast(request) > self.soft_memory_limit and (
+            self.over_memory_limit(request)
+        ):
             return error("OOM command not allowed when used memory > 'maxmemory'.")
         started = time.perf_counter_ns()
         reply = command.handler(self, conn, request)
@@ -262,6 +264,18 @@ class Server:
         command.nanoseconds += time.perf_counter_ns() - started
         self.stats.commands_processed += 1
         return reply
+
+    @property
+    def soft_memory_limit(self) -> int:
+        """Above this (95% of maxmemory) growing commands first try to evict."""
+        maxmemory = self.config["maxmemory"]
+        return maxmemory * 95 // 100 if maxmemory else 1 << 62
+
+    def memory_estimate_fast(self, request: list[bytes]) -> int:
+        # Cheap upper-bound guess for the hot path: the body is the big argument.
+        return self.baseline_memory + self.engine.jobs_bytes + 4 * len(request[-1]) + (
+            len(request[2]) if len(request) > 2 else 0
+        )
 
     def over_memory_limit(self, request: list[bytes]) -> bool:
         maxmemory = self.config["maxmemory"]
