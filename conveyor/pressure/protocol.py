@@ -233,11 +233,12 @@ def put(
                 held = yield from _wait_role(keys, keys.producer_free, deadline)
             if not held:
                 raise QueueInUse(f"queue {keys.name!r} has another producer")
-        _, bound, closed, room = yield multi(
+        _, bound, closed, room, size = yield multi(
             ("SET", keys.producer, uid),
             ("GET", keys.bound),
             ("EXISTS", keys.closed),
             ("RPOP", keys.not_full),
+            ("LLEN", keys.queue),
         )
         if room is not None:
             # Until the element is pushed, any failure must give the room back.
@@ -254,16 +255,20 @@ def put(
                 raise QueueFull(f"queue {keys.name!r} is full")
             on_release = list(_push_token(keys.not_full))
             # delete wakes blocked producers by pushing :not_full after removing :bound.
-            (bound,) = yield one("GET", keys.bound)
+            bound, size = yield multi(("GET", keys.bound), ("LLEN", keys.queue))
             if bound is None:
                 raise _missing(keys)
-        limit = _int(bound, keys.bound)
-        size, _, _ = yield multi(
+        # The element, the counters, the room marker and the role go back in one MULTI.
+        # The length after our LPUSH is at most size + 1 (only our consumer can change it,
+        # and only downwards); a consumer that pops meanwhile pushes :not_full itself.
+        room_left = _has_room(_int(bound, keys.bound), int(size) + 1)
+        on_release = [
             ("LPUSH", keys.queue, data),
             ("INCR", keys.produced_messages),
             ("INCRBY", keys.produced_bytes, len(data)),
-        )
-        on_release = list(_push_token(keys.not_full)) if _has_room(limit, int(size)) else []
+        ]
+        if room_left:
+            on_release.extend(_push_token(keys.not_full))
     finally:
         if held:
             yield multi(*on_release, *_push_token(keys.producer_free))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.node.helpers import RawClient, strict_client
 from tests.servers import NodeProcess, running_node
 
 
@@ -20,7 +21,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
 @pytest.fixture
 def r(node: NodeProcess) -> Iterator[redis.Redis]:
     """A client on the module's node, which starts each test empty."""
-    client = node.client()
+    client = strict_client(node)
     client.execute_command("DEBUG", "FLUSHALL")
     yield client
     client.close()
@@ -30,3 +31,11 @@ def r(node: NodeProcess) -> Iterator[redis.Redis]:
 def fresh_node(tmp_path: Path) -> Iterator[NodeProcess]:
     with running_node(tmp_path / "node") as process:
         yield process
+
+
+@pytest.fixture
+def raw(node: NodeProcess, r: redis.Redis) -> Iterator[RawClient]:
+    """A bare socket on the module's node (flushed through `r` first)."""
+    client = RawClient(node.port)
+    yield client
+    client.close()
