@@ -1,0 +1,409 @@
+"""Node benchmark: Conveyor beside redis-server, measured in one run on this machine.
+
+Prints, side by side:
+- ADDJOB ops/s at pipeline 1 and 16, against redis LPUSH (redis-benchmark, 50 clients,
+  100-byte bodies), and GETJOB NOHANG at pipeline 16 against RPOP;
+- end-to-end jobs/s: one producer and one consumer process, batches of 100, ACKJOB;
+- p50/p99 add-to-receive latency at 2,000 jobs/s;
+- resident bytes per queued 100-byte job at 1,000,000 jobs;
+- idle CPU of a node holding one job;
+- a py-spy profile (self time by function) of the node during ADDJOB and GETJOB.
+
+The machine is shared and noisy: compare ratios measured in the same run, not absolute
+figures across runs. Every phase is bounded in count and time.
+Usage: python -m bench.node_bench [--quick] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import multiprocessing
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import redis
+
+BODY = b"x" * 100
+BENCH_CLIENTS = 50
+
+# C Disque on this machine kind, as ratios to redis in the same run (performance-anchors.md).
+DISQUE_RATIOS = {"addjob_p1": 0.82, "addjob_p16": 0.31, "getjob_p16": 0.20}
+TARGETS = {
+    "end_to_end_jobs_per_s": 77_000,
+    "latency_p99_ms": 1.5,
+    "bytes_per_job": 600,
+    "idle_cpu_percent": 0.5,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_ping(port: int, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            client = redis.Redis(port=port, protocol=2, socket_timeout=1)
+            client.execute_command("PING")
+            client.close()
+            return
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing answers on port {port}")
+
+
+@contextmanager
+def conveyor_node(workdir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    port = free_port()
+    data = workdir / f"node-{port}"
+    data.mkdir(parents=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "conveyor.cli", "server", "--port", str(port), "--dir", str(data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_ping(port)
+        yield port, process
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_ping(port)
+        yield port, process
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+_RPS = re.compile(rb"([0-9.]+) requests per second")
+
+
+def redis_benchmark(port: int, requests: int, pipeline: int, *command: bytes) -> float:
+    output = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-c", str(BENCH_CLIENTS), "-n", str(requests),
+         "-P", str(pipeline), "-q", *command],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    ).stdout  # fmt: skip
+    matches = _RPS.findall(output)
+    if not matches:
+        raise RuntimeError(f"redis-benchmark printed no figure: {output[-300:]!r}")
+    return float(matches[-1])
+
+
+# -- py-spy ------------------------------------------------------------------------------
+def start_profile(pid: int, out: Path, seconds: int) -> subprocess.Popen[bytes] | None:
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
+        return None
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return subprocess.Popen(
+        [exe, "record", "-p", str(pid), "-d", str(seconds), "-r", "250", "-f", "raw",
+         "-o", str(out), "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def summarize_profile(path: Path, top: int = 12) -> list[tuple[str, float]]:
+    """Self time per function from py-spy's collapsed stacks, as % of samples."""
+    if not path.exists():
+        return []
+    self_time: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        leaf = stack.split(";")[-1]
+        # "function (module/path.py:line)" -> "function (path.py)"
+        leaf = re.sub(r":\d+\)$", ")", leaf)
+        leaf = re.sub(r"\(.*/(conveyor|asyncio|uvloop)/", r"(\1/", leaf)
+        self_time[leaf] += count
+    if not total:
+        return []
+    return [(name, 100.0 * count / total) for name, count in self_time.most_common(top)]
+
+
+# -- end to end --------------------------------------------------------------------------
+def _producer(port: int, total: int, batch: int, ready: multiprocessing.Event) -> None:
+    client = redis.Redis(port=port, protocol=2)
+    ready.wait(30)
+    sent = 0
+    while sent < total:
+        pipe = client.pipeline(transaction=False)
+        for _ in range(min(batch, total - sent)):
+            pipe.execute_command("ADDJOB", "e2e", BODY, 0)
+        pipe.execute()
+        sent += batch
+    client.close()
+
+
+def _consumer(
+    port: int, total: int, batch: int, ready: multiprocessing.Event, result: multiprocessing.Queue
+) -> None:
+    client = redis.Redis(port=port, protocol=2, socket_timeout=30)
+    ready.wait(30)
+    started = time.perf_counter()
+    received = 0
+    deadline = time.monotonic() + 120
+    while received < total and time.monotonic() < deadline:
+        jobs = client.execute_command("GETJOB", "TIMEOUT", 1000, "COUNT", batch, "FROM", "e2e")
+        if not jobs:
+            continue
+        client.execute_command("ACKJOB", *[job[1] for job in jobs])
+        received += len(jobs)
+    result.put((received, time.perf_counter() - started))
+    client.close()
+
+
+def end_to_end(port: int, total: int, batch: int = 100) -> float:
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    result: multiprocessing.Queue = ctx.Queue()
+    consumer = ctx.Process(target=_consumer, args=(port, total, batch, ready, result))
+    producer = ctx.Process(target=_producer, args=(port, total, batch, ready))
+    consumer.start()
+    producer.start()
+    time.sleep(1.0)  # both processes import and connect before the clock starts
+    ready.set()
+    received, elapsed = result.get(timeout=180)
+    producer.join(30)
+    consumer.join(30)
+    if received < total:
+        raise RuntimeError(f"end to end: only {received} of {total} jobs arrived")
+    return total / elapsed
+
+
+# -- latency at a fixed rate -------------------------------------------------------------------
+def _paced_producer(port: int, rate: int, total: int, ready: multiprocessing.Event) -> None:
+    client = redis.Redis(port=port, protocol=2)
+    ready.wait(30)
+    interval = 1.0 / rate
+    next_send = time.perf_counter()
+    for _ in range(total):
+        now = time.perf_counter()
+        if now < next_send:
+            time.sleep(next_send - now)
+        stamp = str(time.time_ns()).encode().ljust(100, b"-")
+        client.execute_command("ADDJOB", "lat", stamp, 0)
+        next_send += interval
+    client.close()
+
+
+def _latency_consumer(
+    port: int, total: int, ready: multiprocessing.Event, result: multiprocessing.Queue
+) -> None:
+    client = redis.Redis(port=port, protocol=2, socket_timeout=30)
+    ready.wait(30)
+    latencies: list[float] = []
+    deadline = time.monotonic() + 60
+    while len(latencies) < total and time.monotonic() < deadline:
+        jobs = client.execute_command("GETJOB", "TIMEOUT", 1000, "COUNT", 100, "FROM", "lat")
+        if not jobs:
+            continue
+        received_ns = time.time_ns()
+        for job in jobs:
+            latencies.append((received_ns - int(job[2].rstrip(b"-"))) / 1e6)
+        client.execute_command("ACKJOB", *[job[1] for job in jobs])
+    result.put(latencies)
+    client.close()
+
+
+def latency_at_rate(port: int, rate: int, total: int) -> tuple[float, float]:
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    result: multiprocessing.Queue = ctx.Queue()
+    consumer = ctx.Process(target=_latency_consumer, args=(port, total, ready, result))
+    producer = ctx.Process(target=_paced_producer, args=(port, rate, total, ready))
+    consumer.start()
+    producer.start()
+    time.sleep(1.0)
+    ready.set()
+    latencies = result.get(timeout=120)
+    producer.join(30)
+    consumer.join(30)
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return p50, p99
+
+
+# -- memory and idle CPU -----------------------------------------------------------------------
+def bytes_per_job(port: int, pid: int, jobs: int) -> tuple[float, float]:
+    process = psutil.Process(pid)
+    client = redis.Redis(port=port, protocol=2, socket_timeout=60)
+    before = process.memory_info().rss
+    started = time.perf_counter()
+    batch = 1000
+    for offset in range(0, jobs, batch):
+        pipe = client.pipeline(transaction=False)
+        for _ in range(min(batch, jobs - offset)):
+            pipe.execute_command("ADDJOB", "mem", BODY, 0)
+        pipe.execute()
+    elapsed = time.perf_counter() - started
+    if client.execute_command("QLEN", "mem") != jobs:
+        raise RuntimeError("not every job was queued")
+    after = process.memory_info().rss
+    client.close()
+    return (after - before) / jobs, jobs / elapsed
+
+
+def idle_cpu_percent(port: int, pid: int, seconds: float) -> float:
+    client = redis.Redis(port=port, protocol=2)
+    client.execute_command("ADDJOB", "idle", BODY, 0)
+    client.close()
+    process = psutil.Process(pid)
+    time.sleep(1.0)
+    start = process.cpu_times()
+    time.sleep(seconds)
+    end = process.cpu_times()
+    used = (end.user - start.user) + (end.system - start.system)
+    return 100.0 * used / seconds
+
+
+# -- report ----------------------------------------------------------------------------------
+def print_report(results: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    ops = Table(title="Throughput beside redis-server (same run, redis-benchmark -c 50, 100 B)")
+    for column in ("figure", "conveyor ops/s", "redis ops/s", "ratio", "C Disque ratio", "target"):
+        ops.add_column(column)
+    for key, label, redis_label in (
+        ("addjob_p1", "ADDJOB -P 1", "LPUSH"),
+        ("addjob_p16", "ADDJOB -P 16", "LPUSH"),
+        ("getjob_p16", "GETJOB NOHANG -P 16", "RPOP"),
+    ):
+        ours = results[f"{key}_ops"]
+        theirs = results[f"{key}_redis_ops"]
+        ratio = ours / theirs
+        target = DISQUE_RATIOS[key]
+        ops.add_row(
+            label, f"{ours:,.0f}", f"{theirs:,.0f} ({redis_label})", f"{ratio:.2f}x",
+            f"{target:.2f}x", "met" if ratio >= target else "MISSED",
+        )  # fmt: skip
+    console.print(ops)
+    other = Table(title="End to end, latency, memory, idle")
+    for column in ("figure", "conveyor", "target", ""):
+        other.add_column(column)
+    rows = (
+        ("end-to-end jobs/s (1 producer + 1 consumer, batches of 100, ACKJOB)",
+         results["end_to_end_jobs_per_s"], ">= 77,000", "end_to_end_jobs_per_s", True),
+        ("add-to-receive latency p50 ms at 2,000 jobs/s", results["latency_p50_ms"], "",
+         None, False),
+        ("add-to-receive latency p99 ms at 2,000 jobs/s", results["latency_p99_ms"], "<= 1.5",
+         "latency_p99_ms", False),
+        (f"resident bytes per queued 100-byte job ({results['memory_jobs']:,} jobs)",
+         results["bytes_per_job"], "<= 600", "bytes_per_job", False),
+        ("idle CPU % holding 1 job", results["idle_cpu_percent"], "<= 0.5",
+         "idle_cpu_percent", False),
+    )  # fmt: skip
+    for label, value, target_text, key, higher_is_better in rows:
+        verdict = ""
+        if key:
+            goal = TARGETS[key]
+            verdict = "met" if (value >= goal if higher_is_better else value <= goal) else "MISSED"
+        other.add_row(label, f"{value:,.2f}", target_text, verdict)
+    console.print(other)
+    for phase in ("addjob", "getjob"):
+        profile = results.get(f"profile_{phase}") or []
+        if not profile:
+            console.print(f"(no py-spy profile for {phase})")
+            continue
+        table = Table(title=f"py-spy: node self time during {phase.upper()} -P 16")
+        table.add_column("function (file)")
+        table.add_column("% samples", justify="right")
+        for name, share in profile:
+            table.add_row(name, f"{share:.1f}")
+        console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    options = parser.parse_args()
+    scale = 10 if options.quick else 1
+    requests_p1 = 100_000 // scale
+    requests_p16 = 400_000 // scale
+    memory_jobs = 1_000_000 // scale
+    results: dict[str, object] = {"memory_jobs": memory_jobs}
+
+    with tempfile.TemporaryDirectory(prefix="conveyor-bench-") as tmp:
+        workdir = Path(tmp)
+        add = (b"ADDJOB", b"q", BODY, b"0")
+        with redis_server(workdir) as (redis_port, _):
+            results["addjob_p1_redis_ops"] = redis_benchmark(
+                redis_port, requests_p1, 1, b"LPUSH", b"q", BODY
+            )
+            results["addjob_p16_redis_ops"] = redis_benchmark(
+                redis_port, requests_p16, 16, b"LPUSH", b"q", BODY
+            )
+            results["getjob_p16_redis_ops"] = redis_benchmark(
+                redis_port, requests_p16, 16, b"RPOP", b"q"
+            )
+        with conveyor_node(workdir) as (port, process):
+            results["addjob_p1_ops"] = redis_benchmark(port, requests_p1, 1, *add)
+            profile_out = workdir / "addjob.txt"
+            spy = start_profile(process.pid, profile_out, 6)
+            results["addjob_p16_ops"] = redis_benchmark(port, requests_p16, 16, *add)
+            if spy:
+                spy.wait(30)
+            results["profile_addjob"] = summarize_profile(profile_out)
+            profile_out = workdir / "getjob.txt"
+            spy = start_profile(process.pid, profile_out, 4)
+            results["getjob_p16_ops"] = redis_benchmark(
+                port, requests_p16, 16, b"GETJOB", b"NOHANG", b"FROM", b"q"
+            )
+            if spy:
+                spy.wait(30)
+            results["profile_getjob"] = summarize_profile(profile_out)
+        with conveyor_node(workdir) as (port, _):
+            results["end_to_end_jobs_per_s"] = end_to_end(port, 300_000 // scale)
+        with conveyor_node(workdir) as (port, _):
+            p50, p99 = latency_at_rate(port, 2000, 10_000 // scale)
+            results["latency_p50_ms"], results["latency_p99_ms"] = p50, p99
+        with conveyor_node(workdir) as (port, process):
+            results["idle_cpu_percent"] = idle_cpu_percent(port, process.pid, 10.0 / scale * 2)
+            per_job, rate = bytes_per_job(port, process.pid, memory_jobs)
+            results["bytes_per_job"] = per_job
+            results["memory_fill_jobs_per_s"] = rate
+
+    print_report(results)
+    if options.json:
+        options.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
