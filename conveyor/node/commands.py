@@ -10,9 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from conveyor.core.errors import CommandError
 from conveyor.node import cmd_admin, cmd_jobs, cmd_queues
-from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
     from conveyor.node.server import Connection, Server
@@ -34,21 +32,8 @@ class Command:
         self.deny_oom = "m" in self.flags
 
 
-def _guarded(handler: Handler) -> Handler:
-    """Turn the CommandError a handler raises into its error reply."""
-
-    def run(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
-        try:
-            return handler(server, conn, args)
-        except CommandError as exc:
-            return error(exc.message)
-
-    run.__name__ = handler.__name__
-    return run
-
-
 def _c(name: str, arity: int, flags: str, handler: Handler) -> Command:
-    return Command(name.encode(), arity, flags, _guarded(handler))
+    return Command(name.encode(), arity, flags, handler)
 
 
 COMMANDS: list[Command] = [

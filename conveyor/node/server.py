@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conveyor.core.engine import Engine, EngineConfig
+from conveyor.core.errors import CommandError
 from conveyor.core.waiters import Waiter
 from conveyor.node import nodeid
 from conveyor.node.commands import COMMANDS, Command
@@ -259,7 +260,11 @@ class Server:
         ):
             return error("OOM command not allowed when used memory > 'maxmemory'.")
         started = time.perf_counter_ns()
-        reply = command.handler(self, conn, request)
+        try:
+            reply = command.handler(self, conn, request)
+        except CommandError as exc:
+            # Handlers raise Disque's exact error text; nothing was changed before it.
+            reply = error(exc.message)
         command.calls += 1
         command.nanoseconds += time.perf_counter_ns() - started
         self.stats.commands_processed += 1
