@@ -181,7 +181,7 @@ class RequestParser:
     again in Python, skipping what hiredis already returned.
     """
 
-    __slots__ = ("_chunks", "_inline", "_max_bulk", "_reader", "_yielded")
+    __slots__ = ("_checked", "_chunks", "_inline", "_max_bulk", "_reader", "_yielded")
 
     def __init__(self, max_bulk_bytes: int = DEFAULT_MAX_BULK_BYTES) -> None:
         self._reader = hiredis.Reader()
@@ -189,6 +189,7 @@ class RequestParser:
         self._max_bulk = max_bulk_bytes
         self._chunks: list[bytes] = []  # fed to hiredis since the last request boundary
         self._yielded = 0  # requests hiredis returned from those chunks
+        self._checked = False  # the pending request's announced sizes were checked
 
     def feed(self, data: bytes) -> Iterator[list[bytes]]:
         """Yield every complete request in data (plus what was buffered before)."""
@@ -200,14 +201,19 @@ class RequestParser:
         if not self._chunks and data[0] != 42:  # not '*' at a boundary: inline
             yield from self._parse_python(data, skip=0)
             return
-        self._check_bulk_header(data)
         reader = self._reader
         reader.feed(data)
-        self._chunks.append(data)
+        if not self._checked:
+            # Past the checked headers of a big request, keeping its payload twice (here
+            # and in hiredis) would only serve the inline fallback, which can't apply.
+            self._chunks.append(data)
         while True:
             try:
                 request = reader.gets()
-            except hiredis.ProtocolError:
+            except hiredis.ProtocolError as exc:
+                if self._checked:
+                    self._reset_reader()
+                    raise ProtocolError(f"Protocol error: {exc}") from None
                 # Not necessarily garbage: maybe an inline request. Python decides.
                 buffered = b"".join(self._chunks)
                 skip = self._yielded
@@ -215,6 +221,8 @@ class RequestParser:
                 yield from self._parse_python(buffered, skip)
                 return
             if request is False:
+                if self._chunks and not self._checked:
+                    self._check_pending_sizes()
                 return
             if type(request) is not list:
                 self._reset_reader()
@@ -222,6 +230,7 @@ class RequestParser:
             if not reader.has_data():
                 self._chunks.clear()
                 self._yielded = 0
+                self._checked = False
             else:
                 self._yielded += 1
             if request:
@@ -231,6 +240,7 @@ class RequestParser:
         self._reader = hiredis.Reader()
         self._chunks = []
         self._yielded = 0
+        self._checked = False
 
     def _parse_python(self, data: bytes, skip: int) -> Iterator[list[bytes]]:
         pos = 0
@@ -297,17 +307,41 @@ class RequestParser:
             pos = start + size + 2
         return args, pos
 
-    def _check_bulk_header(self, data: bytes) -> None:
-        # hiredis would buffer any announced bulk; refuse absurd sizes before that.
-        dollar = data.find(b"$", 0, 64)
-        if dollar < 0:
-            return
-        end = data.find(b"\r\n", dollar)
+    def _check_pending_sizes(self) -> None:
+        """Refuse a request announcing a bulk over the limit before buffering all of it.
+
+        Only runs when a read ends inside a request (hiredis then waits for more), so the
+        hot path of complete pipelined requests never pays for it.
+        """
+        buffered = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+        pos = 0
+        try:
+            while pos < len(buffered):
+                parsed = self._parse_multibulk(buffered, pos)
+                if parsed is None:
+                    break
+                pos = parsed[1]
+        except ProtocolError:
+            self._reset_reader()
+            raise
+        # The incomplete request starts at pos: walk its announced sizes.
+        end = buffered.find(b"\r\n", pos)
         if end < 0:
             return
-        try:
-            size = int(data[dollar + 1 : end])
-        except ValueError:
-            return
-        if size > self._max_bulk:
-            raise ProtocolError("Protocol error: invalid bulk length")
+        cursor = end + 2
+        while cursor < len(buffered):
+            if buffered[cursor] != 36:  # '$'
+                return
+            end = buffered.find(b"\r\n", cursor)
+            if end < 0:
+                return
+            try:
+                size = int(buffered[cursor + 1 : end])
+            except ValueError:
+                return
+            if size > self._max_bulk:
+                self._reset_reader()
+                raise ProtocolError("Protocol error: invalid bulk length")
+            cursor = end + 2 + size + 2
+        if len(buffered) > 65536:
+            self._checked = True  # headers seen; the rest is payload
