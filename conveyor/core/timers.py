@@ -18,7 +18,7 @@ from conveyor.core.job import Job
 
 
 class Timers:
-    __slots__ = ("_bucket_heap", "_buckets", "_misc", "_seq", "resolution_ms")
+    __slots__ = ("_bucket_heap", "_buckets", "_last", "_misc", "_seq", "resolution_ms")
 
     def __init__(self, resolution_ms: int = 10) -> None:
         self.resolution_ms = resolution_ms
@@ -27,6 +27,9 @@ class Timers:
         self._bucket_heap: list[int] = []
         self._misc: list[tuple[int, int, Callable[[Any, int], None], Any]] = []
         self._seq = itertools.count()
+        # The bucket filed into last; key -1 never matches. A popped bucket must not stay
+        # here, or jobs would be filed into a list nobody will look at again.
+        self._last: tuple[int, list[Job]] = (-1, [])
 
     # -- jobs -------------------------------------------------------------------------
     def file_job(self, job: Job, when_ms: int) -> None:
@@ -35,10 +38,14 @@ class Timers:
         key = -(-when_ms // resolution) * resolution
         if job.awake == key:
             return
-        entry = self._buckets.get(key)
-        if entry is None:
-            entry = self._buckets[key] = (key, [])
-            heapq.heappush(self._bucket_heap, key)
+        entry = self._last
+        if entry[0] != key:
+            # Bursts of jobs (a pipelined producer) mostly share the previous bucket.
+            entry = self._buckets.get(key)
+            if entry is None:
+                entry = self._buckets[key] = (key, [])
+                heapq.heappush(self._bucket_heap, key)
+            self._last = entry
         # Share one key object per bucket, so a million jobs do not hold a million ints.
         job.awake = entry[0]
         entry[1].append(job)
@@ -49,6 +56,8 @@ class Timers:
         due: list[Job] = []
         while heap and heap[0] <= now_ms:
             key = heapq.heappop(heap)
+            if self._last[0] == key:
+                self._last = (-1, [])
             for job in self._buckets.pop(key)[1]:
                 if job.awake == key:
                     job.awake = 0
@@ -79,3 +88,4 @@ class Timers:
         self._buckets.clear()
         self._bucket_heap.clear()
         self._misc.clear()
+        self._last = (-1, [])

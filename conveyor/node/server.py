@@ -159,6 +159,8 @@ class Server:
         self.baseline_memory = _rss_bytes()
         self.peak_memory = 0
         self.on_shutdown: list[Callable[[], None]] = []
+        self._oom_guard = 0
+        self._update_memory_guard()
 
     def _engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -169,6 +171,8 @@ class Server:
     def _config_changed(self, name: str) -> None:
         if name in ("max-deliveries", "deadletter-queue"):
             self.engine.config = self._engine_config()
+        elif name == "maxmemory":
+            self._update_memory_guard()
         elif name == "loglevel":
             configure_logging(self.config)
 
@@ -255,8 +259,10 @@ class Server:
             return error(f"ERR wrong number of arguments for '{command.name.decode()}' command")
         if not conn.authenticated and command.name != b"auth":
             return error("NOAUTH Authentication required.")
-        if command.deny_oom and self.memory_estimate_fast(request) > self.soft_memory_limit and (
-            self.over_memory_limit(request)
+        if (
+            command.deny_oom
+            and self.engine.jobs_bytes + (len(request[2]) if argc > 2 else 0) > self._oom_guard
+            and self.over_memory_limit(request)
         ):
             return error("OOM command not allowed when used memory > 'maxmemory'.")
         started = time.perf_counter_ns()
@@ -270,17 +276,14 @@ class Server:
         self.stats.commands_processed += 1
         return reply
 
-    @property
-    def soft_memory_limit(self) -> int:
-        """Above this (95% of maxmemory) growing commands first try to evict."""
+    def _update_memory_guard(self) -> None:
+        # Below this many job bytes no growing command can reach the soft limit, so the hot
+        # path compares one int; the exact check (and eviction) runs only above it.
         maxmemory = self.config["maxmemory"]
-        return maxmemory * 95 // 100 if maxmemory else 1 << 62
-
-    def memory_estimate_fast(self, request: list[bytes]) -> int:
-        # Cheap upper-bound guess for the hot path: the body is the big argument.
-        return self.baseline_memory + self.engine.jobs_bytes + 4 * len(request[-1]) + (
-            len(request[2]) if len(request) > 2 else 0
-        )
+        if maxmemory:
+            self._oom_guard = maxmemory * 95 // 100 - self.baseline_memory - 65536
+        else:
+            self._oom_guard = 1 << 62
 
     def over_memory_limit(self, request: list[bytes]) -> bool:
         maxmemory = self.config["maxmemory"]
