@@ -557,7 +557,8 @@ class Engine:
         """Drop every job and queue; returns the blocked clients (to answer with null)."""
         blocked: list[Waiter] = []
         for queue in self.queues.values():
-            for waiter in queue.waiters:
+            # unblock() trims the deques it walks, hence the copies.
+            for waiter in list(queue.waiters):
                 if not waiter.done:
                     self.unblock(waiter)
                     blocked.append(waiter)

@@ -1,0 +1,103 @@
+"""What `Client` and `AsyncClient` share: node list, discovery state, redis-py options."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from conveyor.client import _parse
+from conveyor.client._address import Address, NodeSpec, format_address, parse_nodes
+from conveyor.client.job import Hello, NodeInfo
+
+
+class BaseClient:
+    """Connection settings and the nodes learnt from HELLO. No I/O here."""
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec] | str | None = None,
+        *,
+        password: str | None = None,
+        socket_timeout: float | None = 10.0,
+        socket_connect_timeout: float | None = None,
+        max_connections: int | None = None,
+        **redis_options: Any,
+    ) -> None:
+        self._configured: list[Address] = parse_nodes(nodes)
+        self._password = password
+        self._socket_timeout = socket_timeout
+        self._socket_connect_timeout = (
+            socket_timeout if socket_connect_timeout is None else socket_connect_timeout
+        )
+        self._max_connections = max_connections
+        self._redis_options = redis_options
+        self._address: Address | None = None
+        self._hello: Hello | None = None
+        self._closed = False
+
+    # -- what the client knows -------------------------------------------------------------
+    @property
+    def address(self) -> str | None:
+        """`host:port` of the node the client talks to, None before the first command."""
+        return None if self._address is None else format_address(self._address)
+
+    @property
+    def node_id(self) -> str | None:
+        """The ID of the connected node (from HELLO), None before the first command."""
+        return None if self._hello is None else self._hello.node_id
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        """Every node the connected node reported in HELLO (itself included)."""
+        return [] if self._hello is None else list(self._hello.nodes)
+
+    @property
+    def configured_nodes(self) -> list[str]:
+        return [format_address(address) for address in self._configured]
+
+    def _candidates(self) -> list[Address]:
+        """Where to connect: the current node, the configured ones in order, then the
+        nodes HELLO reported, healthiest first."""
+        order: list[Address] = []
+        if self._address is not None:
+            order.append(self._address)
+        order += self._configured
+        if self._hello is not None:
+            for node in sorted(self._hello.nodes, key=lambda n: n.priority):
+                order.append((node.host, node.port))
+        unique: list[Address] = []
+        for address in order:
+            if address not in unique:
+                unique.append(address)
+        return unique
+
+    def _redis_kwargs(self, address: Address) -> dict[str, Any]:
+        host, port = address
+        options: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "password": self._password,
+            "protocol": 2,  # HELLO has arity 1 on Disque: no RESP3
+            "socket_timeout": self._socket_timeout,
+            "socket_connect_timeout": self._socket_connect_timeout,
+            "socket_keepalive": True,
+            "driver_info": None,  # no CLIENT SETINFO, which Disque does not know
+            "encoding_errors": _parse.ENCODING_ERRORS,
+            "max_connections": self._max_connections,
+        }
+        options.update(self._redis_options)
+        return options
+
+    def _read_timeout(self, wait_s: float | None) -> float | None:
+        """The socket read timeout for a command that may take `wait_s` on the node;
+        None blocks forever."""
+        if wait_s is None:
+            return self._socket_timeout
+        if math.isinf(wait_s) or self._socket_timeout is None:
+            return None
+        return wait_s + max(self._socket_timeout, 1.0)
+
+    def __repr__(self) -> str:
+        where = self.address or ",".join(self.configured_nodes)
+        return f"<{type(self).__name__} {where}>"

@@ -1,0 +1,245 @@
+"""Each client method as data: the arguments to send and how to parse the reply.
+
+`Client` and `AsyncClient` differ only in how they do I/O, so every method builds a `Call`
+here and the two clients run it, blocking or awaiting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from conveyor.client import _parse
+from conveyor.client.job import Hello, Job
+
+T = TypeVar("T")
+
+JobRef = str | bytes | Job
+"""A job ID, or a `Job` (its `id` is used)."""
+
+Body = bytes | bytearray | memoryview | str
+
+PAUSE_OPTIONS = frozenset({"none", "in", "out", "all", "state", "bcast"})
+JOB_STATES = frozenset({"wait-repl", "active", "queued", "acked"})
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One request. `wait_s` is how long the node may legitimately take to answer
+    beyond the socket timeout: None for ordinary commands, `math.inf` for a GETJOB
+    that may block forever."""
+
+    args: tuple[Any, ...]
+    parse: Callable[[Any], T]
+    wait_s: float | None = None
+
+
+def _identity(reply: Any) -> Any:
+    return reply
+
+
+def _int(reply: Any) -> int:
+    return int(reply)
+
+
+def _job_id(ref: JobRef) -> str:
+    if isinstance(ref, Job):
+        return ref.id
+    return _parse.text(ref)
+
+
+def _ids(refs: Iterable[JobRef]) -> list[str]:
+    return [_job_id(ref) for ref in refs]
+
+
+def _queues(queues: str | bytes | Sequence[str | bytes]) -> list[str | bytes]:
+    if isinstance(queues, str | bytes):
+        return [queues]
+    names = list(queues)
+    if not names:
+        raise ValueError("at least one queue is needed")
+    return names
+
+
+def _non_negative_ms(name: str, value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0")
+    return int(value)
+
+
+def raw(*args: Any) -> Call[Any]:
+    return Call(tuple(args), _identity)
+
+
+def add_job(
+    queue: str | bytes,
+    body: Body,
+    *,
+    replicate: int | None = None,
+    delay: int | None = None,
+    retry: int | None = None,
+    ttl: int | None = None,
+    maxlen: int | None = None,
+    asynchronous: bool = False,
+    timeout_ms: int = 0,
+) -> Call[str]:
+    args: list[Any] = [
+        "ADDJOB",
+        queue,
+        _parse.to_bytes(body),
+        _non_negative_ms("timeout_ms", timeout_ms),
+    ]
+    for name, value in (
+        ("REPLICATE", replicate),
+        ("DELAY", delay),
+        ("RETRY", retry),
+        ("TTL", ttl),
+        ("MAXLEN", maxlen),
+    ):
+        if value is not None:
+            args += [name, int(value)]
+    if asynchronous:
+        args.append("ASYNC")
+    # A synchronous ADDJOB may wait up to timeout_ms for replication; 0 means "forever"
+    # to the node, but the client keeps its socket timeout then, so a hung node is noticed.
+    wait = timeout_ms / 1000 if timeout_ms and not asynchronous else None
+    return Call(tuple(args), _parse.text, wait)
+
+
+def get_jobs(
+    queues: str | bytes | Sequence[str | bytes],
+    count: int = 1,
+    timeout_ms: int | None = None,
+    nohang: bool = False,
+    with_counters: bool = False,
+) -> Call[list[Job]]:
+    args: list[Any] = ["GETJOB"]
+    if nohang:
+        args.append("NOHANG")
+    if timeout_ms is not None:
+        args += ["TIMEOUT", _non_negative_ms("timeout_ms", timeout_ms)]
+    if count != 1:
+        args += ["COUNT", int(count)]
+    if with_counters:
+        args.append("WITHCOUNTERS")
+    args.append("FROM")
+    args += _queues(queues)
+    if nohang:
+        wait: float | None = None
+    elif timeout_ms:
+        wait = timeout_ms / 1000
+    else:
+        wait = math.inf
+
+    def parse(reply: Any) -> list[Job]:
+        return _parse.jobs(reply, with_counters)
+
+    return Call(tuple(args), parse, wait)
+
+
+def ids_command(name: str, refs: Iterable[JobRef]) -> Call[int]:
+    """ACKJOB, FASTACK, ENQUEUE, DEQUEUE, DELJOB: IDs in, a count out."""
+    return Call((name, *_ids(refs)), _int)
+
+
+def nack(refs: Iterable[JobRef], delay: int | None = None) -> Call[int]:
+    args: list[Any] = ["NACK", *_ids(refs)]
+    if delay is not None:
+        args += ["DELAY", int(delay)]
+    return Call(tuple(args), _int)
+
+
+def working(ref: JobRef) -> Call[int]:
+    return Call(("WORKING", _job_id(ref)), _int)
+
+
+def show(ref: JobRef) -> Call[dict[str, Any] | None]:
+    return Call(("SHOW", _job_id(ref)), _parse.show)
+
+
+def qlen(queue: str | bytes) -> Call[int]:
+    return Call(("QLEN", queue), _int)
+
+
+def qstat(queue: str | bytes) -> Call[dict[str, Any] | None]:
+    return Call(("QSTAT", queue), _parse.pairs)
+
+
+def qpeek(queue: str | bytes, count: int) -> Call[list[Job]]:
+    return Call(("QPEEK", queue, int(count)), _parse.jobs)
+
+
+def pause(queue: str | bytes, options: Sequence[str]) -> Call[str]:
+    if not options:
+        options = ("state",)
+    for option in options:
+        if option.lower() not in PAUSE_OPTIONS:
+            raise ValueError(f"unknown PAUSE option {option!r}; use {sorted(PAUSE_OPTIONS)}")
+    return Call(("PAUSE", queue, *options), _parse.text)
+
+
+def info(section: str | None = None) -> Call[dict[str, Any]]:
+    args = ("INFO",) if section is None else ("INFO", section)
+    return Call(args, _parse.info)
+
+
+def hello(connected_host: str) -> Call[Hello]:
+    def parse(reply: Any) -> Hello:
+        return _parse.hello(reply, connected_host)
+
+    return Call(("HELLO",), parse)
+
+
+def ping() -> Call[bool]:
+    def parse(reply: Any) -> bool:
+        return _parse.text(reply) == "PONG"
+
+    return Call(("PING",), parse)
+
+
+def qscan(
+    cursor: str,
+    count: int | None,
+    minlen: int | None,
+    maxlen: int | None,
+    importrate: int | None,
+    busyloop: bool,
+) -> Call[tuple[str, list[str]]]:
+    args: list[Any] = ["QSCAN", cursor]
+    for name, value in (
+        ("COUNT", count),
+        ("MINLEN", minlen),
+        ("MAXLEN", maxlen),
+        ("IMPORTRATE", importrate),
+    ):
+        if value is not None:
+            args += [name, int(value)]
+    if busyloop:
+        args.append("BUSYLOOP")
+    return Call(tuple(args), _parse.scan)
+
+
+def jscan(
+    cursor: str,
+    count: int | None,
+    queue: str | bytes | None,
+    states: Iterable[str],
+    busyloop: bool,
+) -> Call[tuple[str, list[str]]]:
+    args: list[Any] = ["JSCAN", cursor]
+    if count is not None:
+        args += ["COUNT", int(count)]
+    if queue is not None:
+        args += ["QUEUE", queue]
+    for state in states:
+        args += ["STATE", state]
+    if busyloop:
+        args.append("BUSYLOOP")
+    return Call(tuple(args), _parse.scan)
+
+
+def normalize_states(states: str | Iterable[str]) -> tuple[str, ...]:
+    """JSCAN's STATE filter: a state name or several (ORed)."""
+    return (states,) if isinstance(states, str) else tuple(states)

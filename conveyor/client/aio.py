@@ -1,0 +1,325 @@
+"""`AsyncClient`: the asyncio Conveyor/Disque client, on `redis.asyncio.Redis`.
+
+Same API as `Client`, with coroutines and async iterators. Discovery and failover work
+the same way (see `conveyor.client.sync`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import math
+from collections.abc import AsyncIterator, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from conveyor.client import _commands as cmd
+from conveyor.client._address import Address, NodeSpec, format_address, parse_url
+from conveyor.client._base import BaseClient
+from conveyor.client._commands import Body, Call, JobRef
+from conveyor.client.errors import (
+    ConnectionError,
+    ConveyorError,
+    TimeoutError,
+    error_from_redis,
+)
+from conveyor.client.job import Hello, Job
+
+T = TypeVar("T")
+
+
+class AsyncClient(BaseClient):
+    """An asyncio client; use one per event loop.
+
+    >>> async with AsyncClient(["127.0.0.1:7711"]) as client:
+    ...     await client.add_job("emails", b"hello")
+    ...     job = await client.get_job("emails")
+    ...     await client.ack(job)
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec] | str | None = None,
+        *,
+        password: str | None = None,
+        socket_timeout: float | None = 10.0,
+        socket_connect_timeout: float | None = None,
+        max_connections: int | None = None,
+        **redis_options: Any,
+    ) -> None:
+        super().__init__(
+            nodes,
+            password=password,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+            max_connections=max_connections,
+            **redis_options,
+        )
+        self._redis: redis.asyncio.Redis | None = None
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """`AsyncClient.from_url("disque://:secret@10.0.0.1:7711,10.0.0.2:7711")`."""
+        addresses, url_options = parse_url(url)
+        return cls(addresses, **{**url_options, **options})
+
+    # -- connection ------------------------------------------------------------------------
+    async def get_redis(self) -> redis.asyncio.Redis:
+        """The redis-py client of the current node (connecting first if needed)."""
+        return await self._connection()
+
+    async def connect(self) -> str:
+        """Connect now rather than on the first command; returns the node's address."""
+        await self._connection()
+        assert self._address is not None
+        return format_address(self._address)
+
+    def _new_redis(self, address: Address) -> redis.asyncio.Redis:
+        kwargs = self._redis_kwargs(address)
+        kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+        return redis.asyncio.Redis(**kwargs)
+
+    async def _connection(self) -> redis.asyncio.Redis:
+        current = self._redis
+        if current is not None:
+            return current
+        async with self._lock:
+            if self._closed:
+                raise ConveyorError("the client is closed")
+            if self._redis is None:
+                self._redis = await self._discover()
+            return self._redis
+
+    async def _discover(self) -> redis.asyncio.Redis:
+        failures: list[str] = []
+        last: ConnectionError | None = None
+        for address in self._candidates():
+            client = self._new_redis(address)
+            try:
+                reply = await self._exchange(client, cmd.hello(address[0]), address)
+            except ConnectionError as exc:
+                await client.aclose()
+                failures.append(str(exc))
+                last = exc
+                continue
+            except BaseException:
+                await client.aclose()
+                raise
+            self._address = address
+            self._hello = reply
+            return client
+        tried = ", ".join(failures)
+        raise ConnectionError(
+            f"no reachable node ({tried})",
+            last.address if last is not None else None,
+        )
+
+    async def _drop(self, client: redis.asyncio.Redis) -> None:
+        if self._redis is client:
+            self._redis = None
+        await client.aclose()
+
+    async def _exchange(self, client: redis.asyncio.Redis, call: Call[T], address: Address) -> T:
+        pool = client.connection_pool
+        where = format_address(address)
+        try:
+            connection = await pool.get_connection()
+            try:
+                await connection.send_command(*call.args)
+                if call.wait_s is None:
+                    reply = await connection.read_response()
+                else:
+                    limit = self._read_timeout(call.wait_s)
+                    if limit is None:
+                        reply = await connection.read_response(timeout=math.inf)
+                    else:
+                        # Not read_response(timeout=...): on expiry it returns None and
+                        # leaves the connection open, with a reply still to come.
+                        async with asyncio.timeout(limit):
+                            reply = await connection.read_response(timeout=math.inf)
+            finally:
+                await pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, where) from exc
+        except builtins.TimeoutError as exc:
+            raise TimeoutError("timed out waiting for the reply", where) from exc
+        return call.parse(reply)
+
+    async def _run(self, call: Call[T]) -> T:
+        client = await self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return await self._exchange(client, call, address)
+        except ConnectionError:
+            await self._drop(client)
+            raise
+
+    async def execute_command(self, *args: Any) -> Any:
+        """Send any command; the reply as redis-py returns it (bytes undecoded)."""
+        return await self._run(cmd.raw(*args))
+
+    async def close(self) -> None:
+        """Close every connection. The client cannot be used afterwards."""
+        self._closed = True
+        client, self._redis = self._redis, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- jobs ------------------------------------------------------------------------------
+    async def add_job(
+        self,
+        queue: str | bytes,
+        body: Body,
+        *,
+        replicate: int | None = None,
+        delay: int | None = None,
+        retry: int | None = None,
+        ttl: int | None = None,
+        maxlen: int | None = None,
+        asynchronous: bool = False,
+        timeout_ms: int = 0,
+    ) -> str:
+        """ADDJOB; returns the new job's ID (see `Client.add_job`)."""
+        return await self._run(
+            cmd.add_job(
+                queue,
+                body,
+                replicate=replicate,
+                delay=delay,
+                retry=retry,
+                ttl=ttl,
+                maxlen=maxlen,
+                asynchronous=asynchronous,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    async def get_jobs(
+        self,
+        queues: str | bytes | Sequence[str | bytes],
+        count: int = 1,
+        timeout_ms: int | None = None,
+        nohang: bool = False,
+        with_counters: bool = False,
+    ) -> list[Job]:
+        """GETJOB (see `Client.get_jobs`). Cancelling the task closes its connection."""
+        return await self._run(cmd.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+
+    async def get_job(
+        self,
+        queues: str | bytes | Sequence[str | bytes],
+        timeout_ms: int | None = None,
+        nohang: bool = False,
+        with_counters: bool = False,
+    ) -> Job | None:
+        jobs = await self.get_jobs(queues, 1, timeout_ms, nohang, with_counters)
+        return jobs[0] if jobs else None
+
+    async def ack(self, *jobs: JobRef) -> int:
+        return await self._run(cmd.ids_command("ACKJOB", jobs))
+
+    async def fast_ack(self, *jobs: JobRef) -> int:
+        return await self._run(cmd.ids_command("FASTACK", jobs))
+
+    async def nack(self, *jobs: JobRef, delay: int | None = None) -> int:
+        return await self._run(cmd.nack(jobs, delay))
+
+    async def working(self, job: JobRef) -> int:
+        return await self._run(cmd.working(job))
+
+    async def enqueue(self, *jobs: JobRef) -> int:
+        return await self._run(cmd.ids_command("ENQUEUE", jobs))
+
+    async def dequeue(self, *jobs: JobRef) -> int:
+        return await self._run(cmd.ids_command("DEQUEUE", jobs))
+
+    async def del_job(self, *jobs: JobRef) -> int:
+        return await self._run(cmd.ids_command("DELJOB", jobs))
+
+    async def show(self, job: JobRef) -> dict[str, Any] | None:
+        return await self._run(cmd.show(job))
+
+    async def scan_jobs(
+        self,
+        queue: str | bytes | None = None,
+        states: str | Iterable[str] = (),
+        count: int | None = None,
+        busyloop: bool = False,
+    ) -> AsyncIterator[str]:
+        """JSCAN over all pages: `async for job_id in client.scan_jobs(...)`."""
+        wanted = cmd.normalize_states(states)
+        cursor = "0"
+        while True:
+            cursor, ids = await self._run(cmd.jscan(cursor, count, queue, wanted, busyloop))
+            for job_id in ids:
+                yield job_id
+            if cursor == "0":
+                return
+
+    # -- queues ----------------------------------------------------------------------------
+    async def qlen(self, queue: str | bytes) -> int:
+        return await self._run(cmd.qlen(queue))
+
+    async def qstat(self, queue: str | bytes) -> dict[str, Any] | None:
+        return await self._run(cmd.qstat(queue))
+
+    async def qpeek(self, queue: str | bytes, count: int = 1) -> list[Job]:
+        return await self._run(cmd.qpeek(queue, count))
+
+    async def pause(self, queue: str | bytes, *options: str) -> str:
+        return await self._run(cmd.pause(queue, options))
+
+    async def scan_queues(
+        self,
+        count: int | None = None,
+        minlen: int | None = None,
+        maxlen: int | None = None,
+        importrate: int | None = None,
+        busyloop: bool = False,
+    ) -> AsyncIterator[str]:
+        """QSCAN over all pages: `async for name in client.scan_queues(...)`."""
+        cursor = "0"
+        while True:
+            cursor, names = await self._run(
+                cmd.qscan(cursor, count, minlen, maxlen, importrate, busyloop)
+            )
+            for name in names:
+                yield name
+            if cursor == "0":
+                return
+
+    # -- server ----------------------------------------------------------------------------
+    async def info(self, section: str | None = None) -> dict[str, Any]:
+        return await self._run(cmd.info(section))
+
+    async def hello(self) -> Hello:
+        """HELLO; also refreshes the nodes the client may fail over to."""
+        client = await self._connection()
+        address = self._address or self._configured[0]
+        try:
+            hello = await self._exchange(client, cmd.hello(address[0]), address)
+        except ConnectionError:
+            await self._drop(client)
+            raise
+        self._hello = hello
+        return hello
+
+    async def ping(self) -> bool:
+        return await self._run(cmd.ping())

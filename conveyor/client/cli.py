@@ -1,0 +1,395 @@
+"""`conveyor cli`: a redis-cli-like command line for Conveyor/Disque nodes.
+
+    conveyor cli [-h HOST] [-p PORT] [-a PASSWORD] [--raw] [COMMAND ARGS...]
+
+With a command it is sent once, the reply printed like redis-cli prints it, and the exit
+code is 1 for an error reply. Without one it reads commands from a prompt (readline line
+editing, history in ~/.conveyor_history, TAB completion of command names), or from
+standard input when that is not a terminal.
+
+Replies are read by a small RESP2 parser plugged into redis-py's `Connection`, which
+keeps what redis-py's own parsers merge: status replies print unquoted (`OK`, job IDs),
+bulk strings quoted (`"hello"`), errors as `(error) ...`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import click
+import redis
+import redis.connection
+from redis._parsers import _RESP2Parser
+from redis.backoff import NoBackoff
+from redis.exceptions import InvalidResponse
+from redis.retry import Retry
+from redis.utils import SENTINEL
+
+from conveyor.client._help import COMMANDS, command_help, general_help, group_help
+from conveyor.protocol.resp import split_args
+
+HISTORY_FILE = ".conveyor_history"
+HISTORY_LENGTH = 1000
+
+
+class StatusReply(bytes):
+    """A `+...` reply (printed unquoted), as opposed to a bulk string."""
+
+
+class ErrorReply(str):
+    """A `-...` reply; its text includes the error code."""
+
+
+Reply = Union[int, bytes, StatusReply, ErrorReply, None, list["Reply"]]  # noqa: UP007
+
+
+class TypedRESP2Parser(_RESP2Parser):
+    """redis-py's RESP2 parser, except that status and error replies keep their kind:
+    `StatusReply` and `ErrorReply` values instead of bytes and raised exceptions."""
+
+    def _read_response(self, disable_decoding: bool = False, timeout: Any = SENTINEL) -> Any:
+        line = self._buffer.readline(timeout=timeout)
+        if not line:
+            raise redis.ConnectionError("Server closed the connection")
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return StatusReply(rest)
+        if kind == b"-":
+            return ErrorReply(rest.decode("utf-8", errors="replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            length = int(rest)
+            return None if length < 0 else self._buffer.read(length, timeout=timeout)
+        if kind == b"*":
+            count = int(rest)
+            if count < 0:
+                return None
+            return [self._read_response(timeout=timeout) for _ in range(count)]
+        raise InvalidResponse(f"Protocol error, got {line!r}")
+
+
+# -- formatting, as redis-cli does it --------------------------------------------------------
+_ESCAPES = {
+    ord("\\"): "\\\\",
+    ord('"'): '\\"',
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord("\a"): "\\a",
+    ord("\b"): "\\b",
+}
+
+
+def quote(data: bytes) -> str:
+    """A bulk string the way redis-cli shows it (sdscatrepr)."""
+    out = ['"']
+    for byte in data:
+        escaped = _ESCAPES.get(byte)
+        if escaped is not None:
+            out.append(escaped)
+        elif 32 <= byte < 127:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\x{byte:02x}")
+    out.append('"')
+    return "".join(out)
+
+
+def format_reply(reply: Reply, prefix: str = "") -> str:
+    """redis-cli's human format (cliFormatReplyTTY), without the final newline."""
+    return _format_tty(reply, prefix).removesuffix("\n")
+
+
+def _format_tty(reply: Reply, prefix: str) -> str:
+    if isinstance(reply, ErrorReply):
+        return f"(error) {reply}\n"
+    if isinstance(reply, StatusReply):
+        return reply.decode("utf-8", errors="replace") + "\n"
+    if isinstance(reply, bool | int):
+        return f"(integer) {int(reply)}\n"
+    if isinstance(reply, bytes):
+        return quote(reply) + "\n"
+    if reply is None:
+        return "(nil)\n"
+    if not reply:
+        return "(empty array)\n"
+    width = len(str(len(reply)))
+    child_prefix = prefix + " " * (width + 2)
+    parts: list[str] = []
+    for index, item in enumerate(reply):
+        parts.append(f"{'' if index == 0 else prefix}{index + 1:>{width}}) ")
+        parts.append(_format_tty(item, child_prefix))
+    return "".join(parts)
+
+
+def format_raw(reply: Reply) -> str:
+    """redis-cli's --raw format: strings as they are, one array element per line."""
+    if isinstance(reply, ErrorReply):
+        return str(reply)
+    if isinstance(reply, bytes):
+        return reply.decode("utf-8", errors="replace")
+    if isinstance(reply, bool | int):
+        return str(int(reply))
+    if reply is None:
+        return ""
+    return "\n".join(format_raw(item) for item in reply)
+
+
+# -- the connection ------------------------------------------------------------------------
+class CliConnectionError(Exception):
+    """The node cannot be reached; the text is what to show the user."""
+
+
+class Session:
+    """One connection to one node, reconnected (and re-authenticated) on demand."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        password: str | None,
+        connect_timeout: float = 5.0,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.password = password
+        self._warn = warn or (lambda message: click.echo(message, err=True))
+        self._connection = redis.connection.Connection(
+            host=host,
+            port=port,
+            protocol=2,
+            socket_timeout=None,  # GETJOB may block as long as the user wants
+            socket_connect_timeout=connect_timeout,
+            socket_keepalive=True,
+            driver_info=None,
+            parser_class=TypedRESP2Parser,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self.connected = False
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def connect(self) -> None:
+        if self.connected:
+            return
+        try:
+            self._connection.connect()
+        except redis.RedisError as exc:
+            self._connection.disconnect()
+            raise CliConnectionError(
+                f"Could not connect to Conveyor at {self.address}: {_reason(exc)}"
+            ) from exc
+        self.connected = True
+        if self.password:
+            reply = self._exchange([b"AUTH", self.password.encode()])
+            if isinstance(reply, ErrorReply):
+                self._warn(f"AUTH failed: {reply}")
+
+    def _exchange(self, args: Sequence[bytes]) -> Reply:
+        try:
+            self._connection.send_command(*args, check_health=False)
+            return self._connection.read_response()
+        except BaseException as exc:
+            self.disconnect()
+            if isinstance(exc, redis.RedisError):
+                raise CliConnectionError(f"Error: {_reason(exc)}") from exc
+            raise
+
+    def call(self, args: Sequence[bytes]) -> Reply:
+        """Send one command; connection trouble raises CliConnectionError."""
+        self.connect()
+        return self._exchange(args)
+
+    def disconnect(self) -> None:
+        self.connected = False
+        self._connection.disconnect()
+
+
+def _reason(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    return str(exc)
+
+
+# -- one shot and REPL ---------------------------------------------------------------------
+# Commands whose bulk reply is text meant for humans: printed raw, as redis-cli does.
+_RAW_OUTPUT = {
+    (b"info",),
+    (b"cluster", b"nodes"),
+    (b"cluster", b"info"),
+    (b"client", b"list"),
+    (b"latency", b"doctor"),
+    (b"latency", b"graph"),
+}
+
+
+def _wants_raw(args: Sequence[bytes]) -> bool:
+    words = tuple(arg.lower() for arg in args[:2])
+    return words[:1] in _RAW_OUTPUT or words in _RAW_OUTPUT
+
+
+def _show(reply: Reply, raw: bool) -> None:
+    click.echo(format_raw(reply) if raw else format_reply(reply))
+
+
+def run_once(session: Session, args: Sequence[bytes], raw: bool) -> int:
+    """Send one command and print its reply; the exit code."""
+    try:
+        reply = session.call(args)
+    except CliConnectionError as exc:
+        click.echo(str(exc), err=True)
+        return 1
+    _show(reply, raw or (_wants_raw(args) and not isinstance(reply, ErrorReply)))
+    return 1 if isinstance(reply, ErrorReply) else 0
+
+
+def help_text(topic: Sequence[bytes]) -> str:
+    if not topic:
+        return general_help()
+    name = topic[0].decode("utf-8", errors="replace")
+    text = group_help(name[1:]) if name.startswith("@") else command_help(name)
+    if text is None:
+        return f"No help for '{name}'. Type 'help' for the list of commands."
+    return text
+
+
+class _LineReader:
+    """input() with readline's editing, history and completion on a terminal."""
+
+    def __init__(self, interactive: bool) -> None:
+        self.interactive = interactive
+        self.history_path = Path.home() / HISTORY_FILE
+        self._readline: Any = None
+        if interactive:
+            try:
+                import readline
+            except ImportError:  # pragma: no cover - Windows without pyreadline
+                return
+            self._readline = readline
+            readline.set_history_length(HISTORY_LENGTH)
+            try:
+                readline.read_history_file(self.history_path)
+            except OSError:
+                pass
+            words = sorted({*COMMANDS, "HELP", "QUIT", "EXIT"})
+            readline.set_completer(_completer(words))
+            readline.set_completer_delims(" \t")
+            readline.parse_and_bind("tab: complete")
+
+    def read(self, prompt: str) -> str:
+        return input(prompt if self.interactive else "")
+
+    def save(self) -> None:
+        if self._readline is None:
+            return
+        try:
+            self._readline.write_history_file(self.history_path)
+        except OSError:
+            pass
+
+
+def _completer(words: list[str]) -> Callable[[str, int], str | None]:
+    def complete(text: str, state: int) -> str | None:
+        upper = text.upper()
+        matches = [word for word in words if word.startswith(upper)]
+        if text.islower():
+            matches = [word.lower() for word in matches]
+        return matches[state] if state < len(matches) else None
+
+    return complete
+
+
+def repl(session: Session, raw: bool, interactive: bool | None = None) -> int:
+    """The interactive loop; returns the exit code (0)."""
+    if interactive is None:
+        interactive = sys.stdin.isatty()
+    reader = _LineReader(interactive)
+    if interactive:
+        try:
+            session.connect()
+        except CliConnectionError as exc:
+            click.echo(str(exc), err=True)
+    try:
+        while True:
+            prompt = f"{session.address}> " if session.connected else "not connected> "
+            try:
+                line = reader.read(prompt)
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                click.echo("")
+                break
+            args = split_args(line.encode("utf-8", errors="surrogateescape"))
+            if args is None:
+                click.echo("Invalid argument(s)")
+                continue
+            if not args:
+                continue
+            name = args[0].lower()
+            if name in (b"quit", b"exit"):
+                break
+            if name == b"help":
+                click.echo(help_text(args[1:]))
+                continue
+            if name == b"clear" and len(args) == 1:
+                click.clear()
+                continue
+            try:
+                reply = session.call(args)
+            except CliConnectionError as exc:
+                click.echo(str(exc))
+                continue
+            except KeyboardInterrupt:  # e.g. a long GETJOB; the connection was closed
+                click.echo("")
+                continue
+            _show(reply, raw or (_wants_raw(args) and not isinstance(reply, ErrorReply)))
+    finally:
+        reader.save()
+        session.disconnect()
+    return 0
+
+
+@click.command(
+    name="cli",
+    context_settings={
+        "help_option_names": ["--help"],
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+    },
+)
+@click.option("-h", "--host", default="127.0.0.1", show_default=True, help="Node host.")
+@click.option("-p", "--port", default=7711, show_default=True, type=int, help="Node port.")
+@click.option(
+    "-a",
+    "--password",
+    default=None,
+    envvar="CONVEYOR_PASSWORD",
+    help="Password (AUTH); also read from $CONVEYOR_PASSWORD.",
+)
+@click.option("--raw", is_flag=True, help="Print replies raw, without quotes or types.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def cli(host: str, port: int, password: str | None, raw: bool, command: tuple[str, ...]) -> None:
+    """Talk to a node: one COMMAND, or a prompt when none is given (like redis-cli).
+
+    \b
+    Examples:
+      conveyor cli ADDJOB emails "hello" 0
+      conveyor cli -p 7712 QLEN emails
+      conveyor cli            # interactive; type 'help' or 'help ADDJOB'
+    """
+    session = Session(host, port, password)
+    if command:
+        args = [os.fsencode(word) for word in command]
+        code = run_once(session, args, raw)
+        session.disconnect()
+        sys.exit(code)
+    sys.exit(repl(session, raw))

@@ -1,0 +1,326 @@
+"""`Client`: the blocking Conveyor/Disque client, on redis-py's `redis.Redis`.
+
+Discovery: the first command connects to the first reachable node of the list given to
+the constructor and asks it HELLO; the nodes HELLO reports are remembered. When the
+connection fails, the command raises `ConnectionError` (commands are never retried on
+their own: ADDJOB twice is two jobs) and the next command connects again, trying the
+current node, the configured ones, then the discovered ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from conveyor.client import _commands as cmd
+from conveyor.client._address import Address, NodeSpec, format_address, parse_url
+from conveyor.client._base import BaseClient
+from conveyor.client._commands import Body, Call, JobRef
+from conveyor.client.errors import ConnectionError, ConveyorError, error_from_redis
+from conveyor.client.job import Hello, Job
+
+T = TypeVar("T")
+
+
+class Client(BaseClient):
+    """A blocking client. Thread-safe: redis-py's connection pool is shared.
+
+    >>> with Client(["127.0.0.1:7711"]) as client:
+    ...     job_id = client.add_job("emails", b"hello")
+    ...     job = client.get_job("emails")
+    ...     client.ack(job)
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec] | str | None = None,
+        *,
+        password: str | None = None,
+        socket_timeout: float | None = 10.0,
+        socket_connect_timeout: float | None = None,
+        max_connections: int | None = None,
+        **redis_options: Any,
+    ) -> None:
+        super().__init__(
+            nodes,
+            password=password,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+            max_connections=max_connections,
+            **redis_options,
+        )
+        self._redis: redis.Redis | None = None
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """`Client.from_url("disque://:secret@10.0.0.1:7711,10.0.0.2:7711")`."""
+        addresses, url_options = parse_url(url)
+        return cls(addresses, **{**url_options, **options})
+
+    # -- connection ------------------------------------------------------------------------
+    @property
+    def redis(self) -> redis.Redis:
+        """The redis-py client of the current node (connecting first if needed)."""
+        return self._connection()
+
+    def connect(self) -> str:
+        """Connect now rather than on the first command; returns the node's address."""
+        self._connection()
+        assert self._address is not None
+        return format_address(self._address)
+
+    def _new_redis(self, address: Address) -> redis.Redis:
+        kwargs = self._redis_kwargs(address)
+        kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+        return redis.Redis(**kwargs)
+
+    def _connection(self) -> redis.Redis:
+        current = self._redis
+        if current is not None:
+            return current
+        with self._lock:
+            if self._closed:
+                raise ConveyorError("the client is closed")
+            if self._redis is None:
+                self._redis = self._discover()
+            return self._redis
+
+    def _discover(self) -> redis.Redis:
+        failures: list[str] = []
+        last: ConnectionError | None = None
+        for address in self._candidates():
+            client = self._new_redis(address)
+            try:
+                reply = self._exchange(client, cmd.hello(address[0]), address)
+            except ConnectionError as exc:
+                client.close()
+                failures.append(str(exc))
+                last = exc
+                continue
+            except BaseException:
+                client.close()
+                raise
+            self._address = address
+            self._hello = reply
+            return client
+        tried = ", ".join(failures)
+        raise ConnectionError(
+            f"no reachable node ({tried})",
+            last.address if last is not None else None,
+        )
+
+    def _drop(self, client: redis.Redis) -> None:
+        with self._lock:
+            if self._redis is client:
+                self._redis = None
+        client.close()
+
+    def _exchange(self, client: redis.Redis, call: Call[T], address: Address) -> T:
+        """Send one command on a pooled connection and parse its reply."""
+        pool = client.connection_pool
+        try:
+            connection = pool.get_connection()
+            try:
+                connection.send_command(*call.args)
+                if call.wait_s is None:
+                    reply = connection.read_response()
+                else:
+                    reply = connection.read_response(timeout=self._read_timeout(call.wait_s))
+            finally:
+                pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, format_address(address)) from exc
+        return call.parse(reply)
+
+    def _run(self, call: Call[T]) -> T:
+        client = self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return self._exchange(client, call, address)
+        except ConnectionError:
+            self._drop(client)
+            raise
+
+    def execute_command(self, *args: Any) -> Any:
+        """Send any command; the reply as redis-py returns it (bytes undecoded)."""
+        return self._run(cmd.raw(*args))
+
+    def close(self) -> None:
+        """Close every connection. The client cannot be used afterwards."""
+        with self._lock:
+            self._closed = True
+            client, self._redis = self._redis, None
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- jobs ------------------------------------------------------------------------------
+    def add_job(
+        self,
+        queue: str | bytes,
+        body: Body,
+        *,
+        replicate: int | None = None,
+        delay: int | None = None,
+        retry: int | None = None,
+        ttl: int | None = None,
+        maxlen: int | None = None,
+        asynchronous: bool = False,
+        timeout_ms: int = 0,
+    ) -> str:
+        """ADDJOB; returns the new job's ID. Times are in seconds except `timeout_ms`,
+        how long to wait for synchronous replication (0: as long as the node wants)."""
+        return self._run(
+            cmd.add_job(
+                queue,
+                body,
+                replicate=replicate,
+                delay=delay,
+                retry=retry,
+                ttl=ttl,
+                maxlen=maxlen,
+                asynchronous=asynchronous,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def get_jobs(
+        self,
+        queues: str | bytes | Sequence[str | bytes],
+        count: int = 1,
+        timeout_ms: int | None = None,
+        nohang: bool = False,
+        with_counters: bool = False,
+    ) -> list[Job]:
+        """GETJOB: up to `count` jobs from `queues`. Blocks until a job arrives, for at
+        most `timeout_ms` (None or 0: forever) unless `nohang`; [] when nothing came."""
+        return self._run(cmd.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+
+    def get_job(
+        self,
+        queues: str | bytes | Sequence[str | bytes],
+        timeout_ms: int | None = None,
+        nohang: bool = False,
+        with_counters: bool = False,
+    ) -> Job | None:
+        """GETJOB for one job; None when none came."""
+        jobs = self.get_jobs(queues, 1, timeout_ms, nohang, with_counters)
+        return jobs[0] if jobs else None
+
+    def ack(self, *jobs: JobRef) -> int:
+        """ACKJOB; the number of jobs that were known and not yet acknowledged."""
+        return self._run(cmd.ids_command("ACKJOB", jobs))
+
+    def fast_ack(self, *jobs: JobRef) -> int:
+        """FASTACK; the number of jobs deleted on this node."""
+        return self._run(cmd.ids_command("FASTACK", jobs))
+
+    def nack(self, *jobs: JobRef, delay: int | None = None) -> int:
+        """NACK (put back now, or after `delay` seconds; counts a nack)."""
+        return self._run(cmd.nack(jobs, delay))
+
+    def working(self, job: JobRef) -> int:
+        """WORKING: postpone the next delivery; returns the job's RETRY in seconds."""
+        return self._run(cmd.working(job))
+
+    def enqueue(self, *jobs: JobRef) -> int:
+        """ENQUEUE: put active jobs back in their queue."""
+        return self._run(cmd.ids_command("ENQUEUE", jobs))
+
+    def dequeue(self, *jobs: JobRef) -> int:
+        """DEQUEUE: take queued jobs out of their queue."""
+        return self._run(cmd.ids_command("DEQUEUE", jobs))
+
+    def del_job(self, *jobs: JobRef) -> int:
+        """DELJOB: delete jobs on this node only."""
+        return self._run(cmd.ids_command("DELJOB", jobs))
+
+    def show(self, job: JobRef) -> dict[str, Any] | None:
+        """SHOW as a dict (Disque's field names); None for an unknown job."""
+        return self._run(cmd.show(job))
+
+    def scan_jobs(
+        self,
+        queue: str | bytes | None = None,
+        states: str | Iterable[str] = (),
+        count: int | None = None,
+        busyloop: bool = False,
+    ) -> Iterator[str]:
+        """JSCAN over all pages: job IDs, optionally of one queue and some states."""
+        wanted = cmd.normalize_states(states)
+        cursor = "0"
+        while True:
+            cursor, ids = self._run(cmd.jscan(cursor, count, queue, wanted, busyloop))
+            yield from ids
+            if cursor == "0":
+                return
+
+    # -- queues ----------------------------------------------------------------------------
+    def qlen(self, queue: str | bytes) -> int:
+        return self._run(cmd.qlen(queue))
+
+    def qstat(self, queue: str | bytes) -> dict[str, Any] | None:
+        """QSTAT as a dict; None when the queue does not exist."""
+        return self._run(cmd.qstat(queue))
+
+    def qpeek(self, queue: str | bytes, count: int = 1) -> list[Job]:
+        """QPEEK: the oldest `count` jobs (newest first when negative), left queued."""
+        return self._run(cmd.qpeek(queue, count))
+
+    def pause(self, queue: str | bytes, *options: str) -> str:
+        """PAUSE queue in|out|all|none|state|bcast...; returns the resulting state."""
+        return self._run(cmd.pause(queue, options))
+
+    def scan_queues(
+        self,
+        count: int | None = None,
+        minlen: int | None = None,
+        maxlen: int | None = None,
+        importrate: int | None = None,
+        busyloop: bool = False,
+    ) -> Iterator[str]:
+        """QSCAN over all pages: queue names."""
+        cursor = "0"
+        while True:
+            cursor, names = self._run(
+                cmd.qscan(cursor, count, minlen, maxlen, importrate, busyloop)
+            )
+            yield from names
+            if cursor == "0":
+                return
+
+    # -- server ----------------------------------------------------------------------------
+    def info(self, section: str | None = None) -> dict[str, Any]:
+        return self._run(cmd.info(section))
+
+    def hello(self) -> Hello:
+        """HELLO; also refreshes the nodes the client may fail over to."""
+        client = self._connection()
+        address = self._address or self._configured[0]
+        try:
+            hello = self._exchange(client, cmd.hello(address[0]), address)
+        except ConnectionError:
+            self._drop(client)
+            raise
+        self._hello = hello
+        return hello
+
+    def ping(self) -> bool:
+        return self._run(cmd.ping())

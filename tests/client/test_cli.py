@@ -1,0 +1,295 @@
+"""`conveyor cli`: reply formatting, one-shot commands, the REPL and its help."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from conveyor.client._help import COMMANDS, command_help
+from conveyor.client.cli import (
+    ErrorReply,
+    Session,
+    StatusReply,
+    cli,
+    format_raw,
+    format_reply,
+    quote,
+    repl,
+)
+from conveyor.node.commands import COMMANDS as SERVER_COMMANDS
+from tests.conftest import free_port
+from tests.servers import NodeProcess
+
+
+def run_cli(
+    *args: str, input: str | None = None, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ}
+    if home is not None:
+        env["HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "conveyor.cli", "cli", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
+
+
+def invoke(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    """The cli in-process (fast): exit code, stdout, stderr."""
+    result = CliRunner().invoke(cli, list(args), input=input)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+# -- formatting ------------------------------------------------------------------------------
+def test_format_like_redis_cli() -> None:
+    assert format_reply(1) == "(integer) 1"
+    assert format_reply(None) == "(nil)"
+    assert format_reply([]) == "(empty array)"
+    assert format_reply(StatusReply(b"OK")) == "OK"
+    assert format_reply(b"OK") == '"OK"'
+    assert format_reply(ErrorReply("ERR syntax error")) == "(error) ERR syntax error"
+    assert format_reply([b"q", [b"a", 2], None]) == '1) "q"\n2) 1) "a"\n   2) (integer) 2\n3) (nil)'
+
+
+def test_format_pads_indexes_of_long_arrays() -> None:
+    lines = format_reply([[b"x"] * 2] + [b"y"] * 10).splitlines()
+    assert lines[0] == ' 1) 1) "x"'
+    assert lines[1] == '    2) "x"'
+    assert lines[2] == ' 2) "y"'
+    assert lines[-1] == '11) "y"'
+
+
+def test_quote_escapes_like_sdscatrepr() -> None:
+    assert quote(b'a"b\\c\n\r\t\x07\x08\x00\xff') == '"a\\"b\\\\c\\n\\r\\t\\a\\b\\x00\\xff"'
+
+
+def test_raw_format() -> None:
+    assert format_raw([b"a", 1, None, StatusReply(b"OK")]) == "a\n1\n\nOK"
+    assert format_raw(ErrorReply("ERR x")) == "ERR x"
+
+
+# -- help ------------------------------------------------------------------------------------
+def test_help_covers_every_server_command() -> None:
+    served = {command.name.decode().upper() for command in SERVER_COMMANDS}
+    assert served <= set(COMMANDS)
+    disque = {
+        "AUTH", "PING", "INFO", "SHUTDOWN", "MONITOR", "DEBUG", "CONFIG", "CLUSTER", "CLIENT",
+        "SLOWLOG", "TIME", "COMMAND", "LATENCY", "HELLO", "ADDJOB", "GETJOB", "ACKJOB",
+        "FASTACK", "DELJOB", "SHOW", "LOADJOB", "BGREWRITEAOF", "QLEN", "QPEEK", "QSTAT",
+        "QSCAN", "JSCAN", "ENQUEUE", "NACK", "DEQUEUE", "WORKING", "PAUSE",
+    }  # fmt: skip
+    assert disque <= set(COMMANDS)
+    for entry in COMMANDS.values():
+        assert entry.summary.endswith(".")
+
+
+def test_command_help_text() -> None:
+    text = command_help("addjob")
+    assert text is not None
+    assert "ADDJOB queue body ms-timeout [REPLICATE count]" in text
+    assert "summary: Add a job to a queue" in text
+    assert command_help("nosuch") is None
+
+
+# -- one shot --------------------------------------------------------------------------------
+def test_one_shot_commands(node: NodeProcess, raw: redis.Redis) -> None:
+    port = str(node.port)
+    added = run_cli("-p", port, "ADDJOB", "q", "x", "0")
+    assert added.returncode == 0, added.stderr
+    job_id = added.stdout.strip()
+    assert len(job_id) == 40 and job_id.startswith("D-")  # a status reply: unquoted
+    assert raw.execute_command("QLEN", "q") == 1
+
+    qlen = run_cli("-h", "127.0.0.1", "-p", port, "QLEN", "q")
+    assert (qlen.returncode, qlen.stdout) == (0, "(integer) 1\n")
+
+    fetched = run_cli("-p", port, "GETJOB", "WITHCOUNTERS", "FROM", "q")
+    assert fetched.stdout == (
+        f'1) 1) "q"\n   2) "{job_id}"\n   3) "x"\n   4) "nacks"\n   5) (integer) 0\n'
+        '   6) "additional-deliveries"\n   7) (integer) 0\n'
+    )
+
+    unknown = job_id.replace(job_id[11:35], "A" * 24)
+    assert invoke("-p", port, "SHOW", unknown) == (0, "(nil)\n", "")
+    assert invoke("-p", port, "QPEEK", "q", "-1") == (0, "(empty array)\n", "")
+    # Negative numbers and quotes pass through untouched.
+    assert invoke("-p", port, "PING", 'say "hi"')[1] == '"say \\"hi\\""\n'
+    assert invoke("-p", port, "--raw", "PING", "plain")[1] == "plain\n"
+
+
+def test_one_shot_error_exits_1(node: NodeProcess) -> None:
+    result = run_cli("-p", str(node.port), "ACKJOB", "bad")
+    assert result.returncode == 1
+    assert result.stdout == "(error) BADID Invalid Job ID format.\n"
+    assert invoke("-p", str(node.port), "NOPE") == (1, "(error) ERR unknown command 'NOPE'\n", "")
+
+
+def test_info_prints_as_text(node: NodeProcess, raw: redis.Redis) -> None:
+    code, out, _ = invoke("-p", str(node.port), "INFO", "jobs")
+    assert code == 0
+    text = out.replace("\r\n", "\n")
+    assert "# Jobs\n" in text and "registered_jobs:0\n" in text
+
+
+def test_unreachable_node_exits_1() -> None:
+    port = free_port()
+    code, out, err = invoke("-p", str(port), "PING")
+    assert (code, out) == (1, "")
+    assert f"Could not connect to Conveyor at 127.0.0.1:{port}: Connection refused" in err
+
+
+def test_password(tmp_path: Path, node: NodeProcess, raw: redis.Redis) -> None:
+    raw.execute_command("CONFIG", "SET", "requirepass", "secret")
+    try:
+        port = str(node.port)
+        assert invoke("-p", port, "QLEN", "q")[:2] == (
+            1,
+            "(error) NOAUTH Authentication required.\n",
+        )
+        assert invoke("-p", port, "-a", "secret", "QLEN", "q")[:2] == (0, "(integer) 0\n")
+        code, out, err = invoke("-p", port, "-a", "nope", "QLEN", "q")
+        assert out == "(error) NOAUTH Authentication required.\n"
+        assert "AUTH failed: ERR invalid password" in err
+        assert code == 1
+        assert run_cli("-p", port, "-a", "secret", "PING").stdout == "PONG\n"
+    finally:
+        raw.execute_command("CONFIG", "SET", "requirepass", "")
+
+
+# -- REPL ------------------------------------------------------------------------------------
+def test_repl_from_stdin(tmp_path: Path, node: NodeProcess, raw: redis.Redis) -> None:
+    result = run_cli(
+        "-p",
+        str(node.port),
+        input='ADDJOB q x 0\nQLEN q\n\nhelp GETJOB\nPING "a b"\nPING "open\nNOPE\nquit\nQLEN q\n',
+        home=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("D-") and len(lines[0]) == 40
+    assert lines[1] == "(integer) 1"
+    assert "  GETJOB [NOHANG] [TIMEOUT ms-timeout]" in result.stdout
+    assert "summary: Fetch jobs" in result.stdout
+    assert '"a b"' in lines
+    assert "Invalid argument(s)" in lines
+    assert "(error) ERR unknown command 'NOPE'" in lines
+    assert lines.count("(integer) 1") == 1  # nothing ran after quit
+    assert raw.execute_command("QLEN", "q") == 1
+
+
+def test_repl_ends_at_eof_and_shows_general_help(node: NodeProcess) -> None:
+    code, out, _ = invoke("-p", str(node.port), input="help\nhelp @queues\nhelp nosuch\n")
+    assert code == 0
+    assert "help COMMAND" in out and "ADDJOB" in out
+    assert "QSCAN [cursor]" in out
+    assert "No help for 'nosuch'" in out
+
+
+def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:
+    seen = b""
+    while marker not in seen:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no {marker!r} in {seen!r}")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_interactive_prompt_and_history(
+    tmp_path: Path, node: NodeProcess, raw: redis.Redis
+) -> None:
+    """On a terminal: the host:port prompt, readline, and ~/.conveyor_history."""
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "HOME": str(tmp_path), "TERM": "dumb"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "conveyor.cli", "cli", "-p", str(node.port)],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
+    os.close(secondary)
+    deadline = time.monotonic() + 20
+    prompt = f"127.0.0.1:{node.port}> ".encode()
+    try:
+        _read_until(primary, prompt, deadline)
+        os.write(primary, b"QLEN q\r")
+        assert b"(integer) 0" in _read_until(primary, b"(integer) 0", deadline)
+        os.write(primary, b"quit\r")
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(primary)
+    history = (tmp_path / ".conveyor_history").read_text()
+    assert "QLEN q" in history
+
+
+def test_repl_reconnects_after_the_connection_drops(
+    node: NodeProcess,
+    raw: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    session = Session("127.0.0.1", node.port, None)
+
+    def kill_my_connection() -> str:
+        host, port = session._connection._sock.getsockname()[:2]
+        raw.execute_command("CLIENT", "KILL", f"{host}:{port}")
+        return "PING"
+
+    steps = iter([lambda: "PING", kill_my_connection, lambda: "PING", lambda: "QLEN q"])
+
+    def fake_input(prompt: str = "") -> str:
+        try:
+            return next(steps)()
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    assert repl(session, raw=False, interactive=False) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "PONG"
+    assert lines[1].startswith("Error:")  # the killed connection
+    assert lines[2:] == ["PONG", "(integer) 0"]  # then a fresh one
+
+
+def test_repl_against_a_dead_port(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    lines = iter(["PING", "help QLEN"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines, None) or _eof())
+    assert repl(Session("127.0.0.1", port, None), raw=False, interactive=False) == 0
+    out = capsys.readouterr().out
+    assert f"Could not connect to Conveyor at 127.0.0.1:{port}" in out
+    assert "QLEN queue" in out  # help works without a node
+
+
+def _eof() -> str:
+    raise EOFError

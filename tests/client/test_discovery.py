@@ -1,0 +1,182 @@
+"""Node discovery via HELLO, failover to other nodes, and node address parsing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+
+from conveyor.client import AsyncClient, Client, ConnectionError, NodeInfo
+from conveyor.client._address import parse_address, parse_nodes, parse_url
+from conveyor.protocol.resp import RequestParser, encode
+from tests.conftest import free_port
+from tests.servers import NodeProcess, running_node
+
+
+class FakeNode:
+    """A tiny RESP server whose HELLO reports extra nodes; `stop()` kills it."""
+
+    def __init__(self, hello_nodes: list[list[bytes]]) -> None:
+        self.node_id = b"f" * 40
+        self.hello_nodes = hello_nodes
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.port = self.listener.getsockname()[1]
+        self.connections: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        parser = RequestParser()
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for request in parser.feed(data):
+                    if request[0].upper() == b"HELLO":
+                        reply = encode([1, self.node_id, *self.hello_nodes])
+                    else:
+                        reply = b"-ERR fake node\r\n"
+                    conn.sendall(reply)
+
+    def stop(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
+        self.listener.close()
+        self.thread.join(5)
+        for conn in self.connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+
+def test_hello_with_empty_ip_uses_the_connected_address(client: Client, node: NodeProcess) -> None:
+    client.connect()
+    (me,) = client.nodes
+    assert me == NodeInfo(client.node_id or "", "127.0.0.1", node.port, 1)
+
+
+def test_first_reachable_node_is_used(node: NodeProcess, raw: redis.Redis) -> None:
+    dead = free_port()
+    with Client([f"127.0.0.1:{dead}", f"127.0.0.1:{node.port}"], socket_timeout=2) as client:
+        assert client.connect() == f"127.0.0.1:{node.port}"
+        assert client.node_id == raw.execute_command("CLUSTER", "MYID").decode()
+
+
+def test_no_reachable_node_lists_what_was_tried() -> None:
+    ports = [free_port(), free_port()]
+    client = Client([f"127.0.0.1:{p}" for p in ports], socket_timeout=2)
+    with client, pytest.raises(ConnectionError) as caught:
+        client.ping()
+    for port in ports:
+        assert f"127.0.0.1:{port}" in str(caught.value)
+
+
+def test_nodes_reported_by_hello_are_remembered_and_used(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    real_id = raw.execute_command("CLUSTER", "MYID")
+    fake = FakeNode([[real_id, b"127.0.0.1", str(node.port).encode(), b"1"]])
+    fake.hello_nodes.insert(0, [fake.node_id, b"", str(fake.port).encode(), b"1"])
+    try:
+        with Client([f"127.0.0.1:{fake.port}"], socket_timeout=2) as client:
+            assert client.connect() == f"127.0.0.1:{fake.port}"
+            assert client.node_id == "f" * 40
+            assert [n.address for n in client.nodes] == [
+                f"127.0.0.1:{fake.port}",
+                f"127.0.0.1:{node.port}",
+            ]
+            fake.stop()
+            # The command in flight fails (it is not retried: it might not be idempotent)...
+            with pytest.raises(ConnectionError):
+                client.qlen("q")
+            # ...and the next one goes to the node HELLO told us about.
+            assert client.qlen("q") == 0
+            assert client.address == f"127.0.0.1:{node.port}"
+            assert client.node_id == real_id.decode()
+    finally:
+        fake.stop()
+
+
+async def test_async_client_discovers_too(node: NodeProcess, raw: redis.Redis) -> None:
+    real_id = raw.execute_command("CLUSTER", "MYID")
+    fake = FakeNode([[real_id, b"127.0.0.1", str(node.port).encode(), b"1"]])
+    try:
+        async with AsyncClient([f"127.0.0.1:{fake.port}"], socket_timeout=2) as client:
+            assert await client.connect() == f"127.0.0.1:{fake.port}"
+            fake.stop()
+            with pytest.raises(ConnectionError):
+                await client.qlen("q")
+            assert await client.qlen("q") == 0
+            assert client.node_id == real_id.decode()
+    finally:
+        fake.stop()
+
+
+def test_failover_between_configured_nodes(tmp_path: Path) -> None:
+    with running_node(tmp_path / "a") as first, running_node(tmp_path / "b") as second:
+        nodes = [f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"]
+        with Client(nodes, socket_timeout=2) as client:
+            client.add_job("q", b"on first")
+            assert client.address == nodes[0]
+            first.stop()
+            with pytest.raises(ConnectionError):
+                client.qlen("q")
+            assert client.qlen("q") == 0  # the second node, which has no jobs
+            assert client.address == nodes[1]
+
+
+@pytest.mark.parametrize(
+    ("spec", "address"),
+    [
+        ("10.0.0.1:7712", ("10.0.0.1", 7712)),
+        ("example.org", ("example.org", 7711)),
+        (":7713", ("127.0.0.1", 7713)),
+        ("[::1]:7714", ("::1", 7714)),
+        ("::1", ("::1", 7711)),
+        (("h", 1), ("h", 1)),
+    ],
+)
+def test_parse_address(spec: str | tuple[str, int], address: tuple[str, int]) -> None:
+    assert parse_address(spec) == address
+
+
+@pytest.mark.parametrize("spec", ["", "h:port", "h:0", "h:70000", "[::1"])
+def test_bad_addresses(spec: str) -> None:
+    with pytest.raises(ValueError):
+        parse_address(spec)
+
+
+def test_parse_nodes_and_urls() -> None:
+    assert parse_nodes(None) == [("127.0.0.1", 7711)]
+    assert parse_nodes("a:1,b:2,a:1") == [("a", 1), ("b", 2)]
+    assert parse_url("disque://:s%40cret@a:1,b:2/?socket_timeout=1.5") == (
+        [("a", 1), ("b", 2)],
+        {"password": "s@cret", "socket_timeout": 1.5},
+    )
+    assert parse_url("disque://") == ([("127.0.0.1", 7711)], {})
+    with pytest.raises(ValueError):
+        parse_url("http://a:1")
+    with pytest.raises(ValueError):
+        parse_url("disque://a:1?color=red")
