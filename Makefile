@@ -9,7 +9,7 @@ DATA      ?= ./data
 DEBS      := redis-server redis-tools
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
-.PHONY: run test bench lint sysdeps venv clean
+.PHONY: run test bench bench-pressure lint sysdeps venv clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -39,6 +39,9 @@ test: sysdeps $(STAMP)
 
 bench: sysdeps $(STAMP)
 	$(PY) -m bench.node_bench
+
+bench-pressure: sysdeps $(STAMP)
+	$(PY) -m bench.pressure_bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
