@@ -111,6 +111,11 @@ class Engine:
         self.evicted_jobs = 0
         self.dead_lettered_jobs = 0
 
+    def set_node_id(self, node_id: str) -> None:
+        """A new identity (CLUSTER RESET HARD): later job IDs carry the new prefix."""
+        self.node_id = node_id
+        self._ids = JobIdGenerator(node_id, self._ids.seed)
+
     # -- helpers ------------------------------------------------------------------------
     def _emit(self, event: str, job: Job, now_ms: int) -> None:
         listener = self.listener

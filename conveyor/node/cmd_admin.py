@@ -153,9 +153,12 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             return error("ERR I tried hard but I can't forget myself...")
         return error(f"ERR Unknown node {args[2].decode(errors='replace')}")
     if sub == b"reset" and argc in (2, 3):
-        if argc == 3 and args[2].lower() not in (b"soft", b"hard"):
+        mode = args[2].lower() if argc == 3 else b"soft"
+        if mode not in (b"soft", b"hard"):
             return error(SYNTAX)
         _answer_flushed(server)
+        if mode == b"hard":
+            server.reset_node_id()
         return OK
     return error("ERR Wrong CLUSTER subcommand or number of arguments")
 

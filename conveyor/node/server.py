@@ -162,6 +162,13 @@ class Server:
         self._oom_guard = 0
         self._update_memory_guard()
 
+    def reset_node_id(self) -> None:
+        """CLUSTER RESET HARD: a new identity, on disk and in new job IDs."""
+        path = self.data_dir / self.config["cluster-config-file"]
+        path.unlink(missing_ok=True)
+        self.node_id = nodeid.load_or_create(path, self.config["port"])
+        self.engine.set_node_id(self.node_id)
+
     def _engine_config(self) -> EngineConfig:
         return EngineConfig(
             max_deliveries=self.config["max-deliveries"],
@@ -257,7 +264,7 @@ class Server:
         arity = command.arity
         if (arity > 0 and argc != arity) or argc < -arity:
             return error(f"ERR wrong number of arguments for '{command.name.decode()}' command")
-        if not conn.authenticated and command.name != b"auth":
+        if not conn.authenticated and command.name not in (b"auth", b"quit"):
             return error("NOAUTH Authentication required.")
         if (
             command.deny_oom
@@ -271,6 +278,9 @@ class Server:
         except CommandError as exc:
             # Handlers raise Disque's exact error text; nothing was changed before it.
             reply = error(exc.message)
+        except Exception as exc:  # a bug must cost one reply, not the connection or the node
+            log.exception("error running %r", request[:3])
+            reply = error(f"ERR internal error running '{command.name.decode()}': {exc}")
         command.calls += 1
         command.nanoseconds += time.perf_counter_ns() - started
         self.stats.commands_processed += 1

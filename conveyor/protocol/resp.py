@@ -172,6 +172,13 @@ def split_args(line: bytes) -> list[bytes] | None:
         args.append(bytes(current))
 
 
+def _unexpected_element(element: object) -> str:
+    if element is None:
+        return "Protocol error: invalid bulk length"
+    kind = {int: ":", list: "*"}.get(type(element), "-")
+    return f"Protocol error: expected '$', got '{kind}'"
+
+
 class RequestParser:
     """Turns a client's byte stream into argument lists.
 
@@ -227,6 +234,11 @@ class RequestParser:
             if type(request) is not list:
                 self._reset_reader()
                 raise ProtocolError("Protocol error: expected '*', got something else")
+            for element in request:
+                if type(element) is not bytes:
+                    # hiredis reads any RESP type; a request holds bulk strings only.
+                    self._reset_reader()
+                    raise ProtocolError(_unexpected_element(element))
             if not reader.has_data():
                 self._chunks.clear()
                 self._yielded = 0
