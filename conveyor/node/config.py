@@ -159,6 +159,8 @@ class Config:
     file: Path | None = None
     # Directives set from the file or the command line, in the order first seen.
     explicit: list[str] = field(default_factory=list)
+    # rename-command lines: lower-case name -> new name ("" disables the command).
+    renamed_commands: dict[str, str] = field(default_factory=dict)
     # Called with the directive name after a successful CONFIG SET.
     on_change: Callable[[str], None] | None = None
 
@@ -172,6 +174,12 @@ class Config:
             if len(args) != 1:
                 raise ConfigError("wrong number of arguments")
             self.load_file(Path(args[0]), include=True)
+            return
+        if name == "rename-command":
+            # Repeatable, unlike other directives: each line renames one command.
+            if len(args) != 2:
+                raise ConfigError("wrong number of arguments")
+            self.renamed_commands[args[0].lower()] = args[1]
             return
         directive = DIRECTIVES.get(name)
         if directive is None:

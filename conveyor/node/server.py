@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +49,7 @@ class Connection(asyncio.Protocol):
         "closed",
         "created_ms",
         "id",
-        "last_command",
+        "last_io_ms",
         "name",
         "parser",
         "pending",
@@ -69,13 +70,19 @@ class Connection(asyncio.Protocol):
         self.name = b""
         self.addr = ""
         self.created_ms = now_ms()
-        self.last_command = b""
+        self.last_io_ms = self.created_ms
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        keepalive_s = self.server.config["tcp-keepalive"]
+        sock = transport.get_extra_info("socket")
+        if keepalive_s and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, keepalive_s)
         self.server.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -85,7 +92,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         server = self.server
         server.stats.net_input_bytes += len(data)
-        server.now = now_ms()
+        server.now = self.last_io_ms = now_ms()
         out: list[bytes] = []
         try:
             for request in self.parser.feed(data):
@@ -145,8 +152,11 @@ class Server:
         config.on_change = self._config_changed
         self.commands: dict[bytes, Command] = {}
         for command in COMMANDS:
-            self.commands[command.name] = command
-            self.commands[command.name.upper()] = command
+            # rename-command: the command answers to its new name only ("" hides it).
+            name = config.renamed_commands.get(command.name.decode(), command.name.decode())
+            if name:
+                self.commands[name.lower().encode()] = command
+                self.commands[name.upper().encode()] = command
         self.stats = Stats()
         self.clients: dict[int, Connection] = {}
         self._next_client_id = 0
@@ -160,6 +170,8 @@ class Server:
         self.peak_memory = 0
         self.on_shutdown: list[Callable[[], None]] = []
         self._oom_guard = 0
+        self._unix_server: asyncio.AbstractServer | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._update_memory_guard()
 
     def reset_node_id(self) -> None:
@@ -180,6 +192,8 @@ class Server:
             self.engine.config = self._engine_config()
         elif name == "maxmemory":
             self._update_memory_guard()
+        elif name == "timeout" and self.config["timeout"] and self._idle_timer is None:
+            self._arm_idle_check()
         elif name == "loglevel":
             configure_logging(self.config)
 
@@ -195,6 +209,18 @@ class Server:
             backlog=self.config["tcp-backlog"],
             reuse_address=True,
         )
+        if self.config["unixsocket"]:
+            path = self.config["unixsocket"]
+            Path(path).unlink(missing_ok=True)
+            self._unix_server = await self.loop.create_unix_server(
+                lambda: Connection(self), path=path, backlog=self.config["tcp-backlog"]
+            )
+            if self.config["unixsocketperm"]:
+                os.chmod(path, int(str(self.config["unixsocketperm"]), 8))
+        if self.config["pidfile"]:
+            Path(self.config["pidfile"]).write_text(f"{os.getpid()}\n")
+        if self.config["timeout"]:
+            self._arm_idle_check()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self.loop.add_signal_handler(sig, self.request_shutdown)
@@ -206,6 +232,23 @@ class Server:
             ",".join(hosts),
             self.config["port"],
         )
+
+    def _arm_idle_check(self) -> None:
+        # Only runs when `timeout` is set: a configured idle limit is worth one wake-up a second.
+        assert self.loop is not None
+        self._idle_timer = self.loop.call_later(1.0, self._close_idle_clients)
+
+    def _close_idle_clients(self) -> None:
+        limit_ms = self.config["timeout"] * 1000
+        if limit_ms:
+            now = now_ms()
+            for conn in list(self.clients.values()):
+                # Blocked consumers are waiting on purpose, as in Redis.
+                if conn.waiter is None and now - conn.last_io_ms > limit_ms:
+                    conn.close()
+            self._arm_idle_check()
+        else:
+            self._idle_timer = None
 
     def request_shutdown(self) -> None:
         if self.shutdown_requested is not None:
@@ -223,8 +266,15 @@ class Server:
             callback()
         if self._timer is not None:
             self._timer.cancel()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         if self._asyncio_server is not None:
             self._asyncio_server.close()
+        if self._unix_server is not None:
+            self._unix_server.close()
+            Path(self.config["unixsocket"]).unlink(missing_ok=True)
+        if self.config["pidfile"]:
+            Path(self.config["pidfile"]).unlink(missing_ok=True)
         for conn in list(self.clients.values()):
             conn.close()
         if self._asyncio_server is not None:

@@ -1,0 +1,62 @@
+"""Directives that change how the node runs: rename-command, timeout, pidfile, unixsocket."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import redis
+
+from tests.servers import running_node
+
+
+def test_rename_command_renames_and_disables(tmp_path: Path) -> None:
+    config = tmp_path / "node.conf"
+    config.write_text('rename-command CONFIG ""\nrename-command DEBUG secret-debug\n')
+    with running_node(tmp_path / "n", config_file=config) as node:
+        client = node.client()
+        for name in ("CONFIG", "config", "DEBUG"):
+            try:
+                client.execute_command(name, "GET", "port")
+                raise AssertionError(f"{name} still answers")
+            except redis.ResponseError as exc:
+                assert str(exc).startswith(f"unknown command '{name}'")
+        assert client.execute_command("SECRET-DEBUG", "JOBS") == [0, 0]
+        assert client.execute_command("PING") is True
+
+
+def test_timeout_closes_idle_clients_but_not_blocked_ones(tmp_path: Path) -> None:
+    with running_node(tmp_path / "n", "--timeout", "1") as node:
+        idle = socket.create_connection(("127.0.0.1", node.port))
+        blocked = socket.create_connection(("127.0.0.1", node.port))
+        blocked.sendall(b"GETJOB TIMEOUT 10000 FROM nothing-here\r\n")
+        idle.settimeout(5)
+        started = time.monotonic()
+        assert idle.recv(10) == b""  # closed by the node
+        assert 0.9 < time.monotonic() - started < 5
+        time.sleep(1.2)
+        node.client().execute_command("ADDJOB", "nothing-here", "x", "0")
+        blocked.settimeout(5)
+        assert blocked.recv(200).startswith(b"*1\r\n*3\r\n")
+        idle.close()
+        blocked.close()
+
+
+def test_pidfile_is_written_and_removed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "conveyor.pid"
+    node_dir = tmp_path / "n"
+    with running_node(node_dir, "--pidfile", str(pidfile)) as node:
+        assert pidfile.read_text().strip() == str(node.process.pid)
+    assert not pidfile.exists()
+
+
+def test_unixsocket_serves_clients(tmp_path: Path) -> None:
+    path = tmp_path / "conveyor.sock"
+    with running_node(tmp_path / "n", "--unixsocket", str(path), "--unixsocketperm", "700"):
+        assert oct(os.stat(path).st_mode & 0o777) == "0o700"
+        client = redis.Redis(unix_socket_path=str(path), protocol=2)
+        job_id = client.execute_command("ADDJOB", "q", "over unix", "0")
+        assert client.execute_command("GETJOB", "FROM", "q") == [[b"q", job_id, b"over unix"]]
+        client.close()
