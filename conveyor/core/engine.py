@@ -177,7 +177,7 @@ class Engine:
             self._emit(EV_ADDED, job, now_ms)
         if args.delay_s:
             job.qtime = now_ms + args.delay_s * 1000
-            self.timers.file_job(job, job.qtime)
+            self.timers.file_job(job, job.qtime, now_ms)
         elif queue is None or queue.blocked:
             self._enqueue(job, now_ms, nack=False)
         else:
@@ -186,9 +186,46 @@ class Engine:
             job.flags = QUEUED_ONCE
             queue.push(job)
             queue.atime_ms = now_ms
-            self.timers.file_job(job, job.etime)
+            self.timers.file_job(job, job.etime, now_ms)
             if self.listener is not None:
                 self._emit(EV_QUEUED, job, now_ms)
+        return job
+
+    def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
+        """ADDJOB with no options: the producer hot path, same outcome as add_job."""
+        queue = self.queues.get(queue_name)
+        if (
+            queue is None
+            or queue.blocked
+            or queue.pause
+            or self.leaving
+            or self.cluster_size > 1
+            or self.listener is not None
+        ):
+            repl = min(self.cluster_size, 3)
+            args = AddJobArgs(queue_name, body, repl, 0, None, None, None, False)
+            return self.add_job(args, now_ms)
+        ctime = now_ms * 1_000_000
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1
+        self._last_ctime = ctime
+        job = Job(
+            self._ids.next_id(DEFAULT_TTL_S, MAX_DEFAULT_RETRY_S),
+            queue_name,
+            body,
+            1,
+            ctime,
+            now_ms + DEFAULT_TTL_S * 1000,
+            0,
+            MAX_DEFAULT_RETRY_S,
+        )
+        job.state = QUEUED
+        job.flags = QUEUED_ONCE
+        self.jobs[job.id] = job
+        self.jobs_bytes += JOB_OVERHEAD_BYTES + len(body)
+        queue.push(job)
+        queue.atime_ms = now_ms
+        self.timers.file_job(job, job.etime, now_ms)
         return job
 
     # -- queueing -----------------------------------------------------------------------
@@ -227,7 +264,7 @@ class Engine:
         queue.atime_ms = now_ms
         # A queued job never requeues, so only its expiry matters; refiling makes any
         # entry for an earlier requeue time stale.
-        self.timers.file_job(job, job.etime)
+        self.timers.file_job(job, job.etime, now_ms)
         if self.listener is not None:
             self._emit(EV_REQUEUED if requeue else EV_QUEUED, job, now_ms)
         if queue.blocked and not queue.pause & PAUSE_OUT:
@@ -251,7 +288,7 @@ class Engine:
             # last queueing as in Disque: a job that waited in a long queue must not be
             # re-delivered the moment a worker takes it.
             job.qtime = now_ms + retry * 1000 + self._jitter()
-            self.timers.file_job(job, job.qtime if job.qtime < job.etime else job.etime)
+            self.timers.file_job(job, job.qtime if job.qtime < job.etime else job.etime, now_ms)
         else:
             self._amo_delivered[job.id] = job
         if self.listener is not None:
@@ -270,7 +307,7 @@ class Engine:
             queue.atime_ms = now_ms
             if not queue.count or queue.pause & PAUSE_OUT:
                 return []
-            taken = []
+            taken: list[Job] = []
             while len(taken) < count:
                 job = queue.pop()
                 if job is None:
@@ -280,7 +317,7 @@ class Engine:
             if not queue.count:
                 self._arm_queue_gc(queue, now_ms)
             return taken
-        candidates = []
+        candidates: list[JobQueue] = []
         for name in queue_names:
             queue = queues.get(name)
             if queue is None:
@@ -405,7 +442,7 @@ class Engine:
             self._unqueue(job)
         if job.retry:
             job.qtime = now_ms + job.retry * 1000 + self._jitter()
-            self.timers.file_job(job, job.awake_at())
+            self.timers.file_job(job, job.awake_at(), now_ms)
         return job.retry
 
     def nack(self, ids: list[bytes], now_ms: int, delay_s: int | None = None) -> int:
@@ -423,7 +460,7 @@ class Engine:
                 job.nacks += 1
                 job.flags |= NACK_PENDING | QUEUED_ONCE
                 job.qtime = now_ms + delay_s * 1000
-                self.timers.file_job(job, job.awake_at())
+                self.timers.file_job(job, job.awake_at(), now_ms)
                 moved += 1
             elif self._enqueue(job, now_ms, nack=True):
                 moved += 1
@@ -446,7 +483,7 @@ class Engine:
                 if job.retry:
                     # Out of the queue but not acknowledged: it comes back after RETRY.
                     job.qtime = now_ms + job.retry * 1000 + self._jitter()
-                    self.timers.file_job(job, job.awake_at())
+                    self.timers.file_job(job, job.awake_at(), now_ms)
                 moved += 1
         return moved
 
@@ -542,7 +579,7 @@ class Engine:
                 else:
                     self._enqueue(job, now_ms, nack=False)
             if job.state != DELETED and job.awake == 0:
-                self.timers.file_job(job, job.awake_at())
+                self.timers.file_job(job, job.awake_at(), now_ms)
         for callback, arg in self.timers.due_calls(now_ms):
             callback(arg, now_ms)
 

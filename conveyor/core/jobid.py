@@ -13,7 +13,7 @@ import struct
 
 try:
     # CPython's own SHA1 skips OpenSSL's per-call setup: ~2x faster for 28-byte inputs.
-    from _sha1 import sha1 as _sha1
+    from _sha1 import sha1 as _sha1  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - CPython builds without it
     _sha1 = hashlib.sha1
 

@@ -32,20 +32,22 @@ class Timers:
         self._last: tuple[int, list[Job]] = (-1, [])
 
     # -- jobs -------------------------------------------------------------------------
-    def file_job(self, job: Job, when_ms: int) -> None:
+    def file_job(self, job: Job, when_ms: int, now_ms: int) -> None:
         """(Re)file a job to be looked at no earlier than when_ms (rounded up)."""
-        resolution = self.resolution_ms
+        # A deadline a minute or more away (TTLs, long RETRYs) needs no 10 ms precision;
+        # a coarse bucket is shared by every job of a burst, which keeps filing cheap.
+        resolution = 1000 if when_ms - now_ms > 60_000 else self.resolution_ms
         key = -(-when_ms // resolution) * resolution
         if job.awake == key:
             return
         entry = self._last
         if entry[0] != key:
             # Bursts of jobs (a pipelined producer) mostly share the previous bucket.
-            entry = self._buckets.get(key)
-            if entry is None:
-                entry = self._buckets[key] = (key, [])
+            found = self._buckets.get(key)
+            if found is None:
+                found = self._buckets[key] = (key, [])
                 heapq.heappush(self._bucket_heap, key)
-            self._last = entry
+            self._last = entry = found
         # Share one key object per bucket, so a million jobs do not hold a million ints.
         job.awake = entry[0]
         entry[1].append(job)

@@ -97,6 +97,8 @@ def parse_addjob(args: list[bytes], default_repl: int) -> tuple[AddJobArgs, int]
 
 def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     engine = server.engine
+    if len(args) == 4 and args[3] == b"0":
+        return b"+" + engine.add_default_job(args[1], args[2], server.now).id + b"\r\n"
     parsed, _timeout_ms = parse_addjob(args, min(engine.cluster_size, 3))
     job = engine.add_job(parsed, server.now)
     # A status reply, as Disque sends it (clients expect '+', not a bulk).
