@@ -438,11 +438,17 @@ class Engine:
         ctime_ms = job.ctime_ms
         if now_ms - ctime_ms > (job.etime - ctime_ms) // 2:
             raise CommandError(errors.TOOLATE)
+        if not job.retry:
+            # Nothing to postpone for an at-most-once job, and taking a queued one out of
+            # its queue would strand it until its TTL: nobody would ever queue it again.
+            return 0
         if job.state == QUEUED:
             self._unqueue(job)
-        if job.retry:
-            job.qtime = now_ms + job.retry * 1000 + self._jitter()
-            self.timers.file_job(job, job.awake_at(), now_ms)
+        requeue_at = now_ms + job.retry * 1000 + self._jitter()
+        if job.qtime > requeue_at and not job.flags & DELIVERED:
+            requeue_at = job.qtime  # WORKING postpones; it never brings a DELAY forward
+        job.qtime = requeue_at
+        self.timers.file_job(job, job.awake_at(), now_ms)
         return job.retry
 
     def nack(self, ids: list[bytes], now_ms: int, delay_s: int | None = None) -> int:

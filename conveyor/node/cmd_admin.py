@@ -285,7 +285,7 @@ def client(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         return OK
     return error(
         "ERR Unknown subcommand or wrong number of arguments for "
-        f"'{args[1].decode(errors='replace')}'. Try CLIENT HELP."
+        f"'{args[1].decode(errors='replace')}'"
     )
 
 

@@ -76,7 +76,10 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
-        self.addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if isinstance(peer, tuple):
+            self.addr = f"{peer[0]}:{peer[1]}"
+        else:  # a Unix socket, named as Redis does in CLIENT LIST
+            self.addr = f"{self.server.config['unixsocket']}:0"
         keepalive_s = self.server.config["tcp-keepalive"]
         sock = transport.get_extra_info("socket")
         if keepalive_s and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -116,6 +119,8 @@ class Connection(asyncio.Protocol):
     # -- helpers ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            # A reply is activity too: a consumer just served after a long GETJOB is not idle.
+            self.last_io_ms = self.server.now
             self.server.stats.net_output_bytes += len(data)
             self.transport.write(data)
 
@@ -226,6 +231,11 @@ class Server:
                 self.loop.add_signal_handler(sig, self.request_shutdown)
             except (NotImplementedError, RuntimeError):
                 pass
+        if self.config["appendonly"] or self.config["aof-enqueue-jobs-once"]:
+            log.warning(
+                "appendonly/aof-enqueue-jobs-once are set, but AOF persistence is not "
+                "available yet: jobs are kept in memory only"
+            )
         log.info(
             "Conveyor node %s ready to accept connections on %s:%d",
             self.node_id,
@@ -314,7 +324,11 @@ class Server:
         arity = command.arity
         if (arity > 0 and argc != arity) or argc < -arity:
             return error(f"ERR wrong number of arguments for '{command.name.decode()}' command")
-        if not conn.authenticated and command.name not in (b"auth", b"quit"):
+        if (
+            not conn.authenticated
+            and command.name not in (b"auth", b"quit")
+            and self.config["requirepass"]  # cleared at runtime: no password is needed
+        ):
             return error("NOAUTH Authentication required.")
         if (
             command.deny_oom

@@ -316,3 +316,18 @@ def test_dequeue_then_ack(r: redis.Redis) -> None:
     r.execute_command("DEQUEUE", job_id)
     assert r.execute_command("ACKJOB", job_id) == 1
     assert debug_jobs(r)[0] == 0
+
+
+def test_working_leaves_a_queued_at_most_once_job_in_its_queue(r: redis.Redis) -> None:
+    job_id = r.execute_command("ADDJOB", "amo", "x", "0", "RETRY", "0")
+    assert r.execute_command("WORKING", job_id) == 0
+    assert r.execute_command("QLEN", "amo") == 1
+    assert r.execute_command("GETJOB", "NOHANG", "FROM", "amo")[0][1] == job_id
+
+
+def test_working_never_brings_a_delayed_job_forward(r: redis.Redis) -> None:
+    job_id = r.execute_command("ADDJOB", "later", "x", "0", "DELAY", "10", "RETRY", "1")
+    assert r.execute_command("WORKING", job_id) == 1
+    fields = r.execute_command("SHOW", job_id)
+    show = dict(zip(fields[::2], fields[1::2], strict=True))
+    assert show[b"next-requeue-within"] > 8000

@@ -60,3 +60,31 @@ def test_unixsocket_serves_clients(tmp_path: Path) -> None:
         job_id = client.execute_command("ADDJOB", "q", "over unix", "0")
         assert client.execute_command("GETJOB", "FROM", "q") == [[b"q", job_id, b"over unix"]]
         client.close()
+
+
+def test_timeout_counts_a_reply_as_activity(tmp_path: Path) -> None:
+    with running_node(tmp_path / "n", "--timeout", "1") as node:
+        consumer = socket.create_connection(("127.0.0.1", node.port))
+        consumer.settimeout(5)
+        consumer.sendall(b"GETJOB FROM late\r\n")
+        time.sleep(2.2)  # blocked longer than the idle limit: blocked clients are not idle
+        node.client().execute_command("ADDJOB", "late", "x", "0")
+        assert consumer.recv(200).startswith(b"*1\r\n*3\r\n")
+        time.sleep(0.6)  # less than the limit since the reply
+        consumer.sendall(b"PING\r\n")
+        assert consumer.recv(20) == b"+PONG\r\n"
+        consumer.close()
+
+
+def test_clearing_requirepass_frees_connections_opened_under_it(tmp_path: Path) -> None:
+    with running_node(tmp_path / "n", "--requirepass", "s3cret") as node:
+        before = socket.create_connection(("127.0.0.1", node.port))
+        before.settimeout(5)
+        before.sendall(b"PING\r\n")
+        assert before.recv(100) == b"-NOAUTH Authentication required.\r\n"
+        admin = node.client(password="s3cret")
+        assert admin.execute_command("CONFIG", "SET", "requirepass", "") == b"OK"
+        before.sendall(b"PING\r\n")
+        assert before.recv(100) == b"+PONG\r\n"
+        before.close()
+        admin.close()
