@@ -27,18 +27,22 @@ _MAX_TTL_MINUTES = 0xFFFF
 class JobIdGenerator:
     """Makes unique job IDs for one node."""
 
-    __slots__ = ("_counter", "_prefix", "_suffixes", "seed")
+    __slots__ = ("_counter", "_prefix", "_seeded", "_suffixes", "seed")
 
     def __init__(self, node_id: str, seed: bytes) -> None:
         self._prefix = f"D-{node_id[:8]}-".encode()
         self.seed = seed
+        # Copying a SHA1 state that has already absorbed the seed beats hashing it again.
+        self._seeded = _sha1(seed)
         self._counter = 0
         # (ttl, retry) -> b"-05a1": producers use few distinct TTLs, so format each once.
         self._suffixes: dict[tuple[int, int], bytes] = {}
 
     def next_id(self, ttl_s: int, retry_s: int) -> bytes:
         self._counter += 1
-        digest = _sha1(self.seed + _pack_counter(self._counter)).digest()
+        state = self._seeded.copy()
+        state.update(_pack_counter(self._counter))
+        digest = state.digest()
         suffix = self._suffixes.get((ttl_s, retry_s))
         if suffix is None:
             suffix = b"-%04x" % ttl_digits(ttl_s, retry_s)

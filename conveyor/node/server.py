@@ -21,7 +21,7 @@ from pathlib import Path
 from conveyor.core.engine import Engine, EngineConfig
 from conveyor.core.errors import CommandError
 from conveyor.core.waiters import Waiter
-from conveyor.node import nodeid
+from conveyor.node import gc_policy, nodeid
 from conveyor.node.commands import COMMANDS, Command
 from conveyor.node.config import Config
 from conveyor.node.replies import encode_getjob_reply
@@ -91,6 +91,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.client_disconnected(self)
+        self.transport = None  # break the protocol <-> transport cycle (see gc_policy)
 
     def data_received(self, data: bytes) -> None:
         server = self.server
@@ -204,6 +205,7 @@ class Server:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
+        gc_policy.install()
         self.loop = asyncio.get_running_loop()
         self.shutdown_requested = asyncio.Event()
         hosts = self.config["bind"].split() or ["127.0.0.1"]

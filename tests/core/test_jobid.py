@@ -1,0 +1,56 @@
+"""Job IDs: the exact layout of seed 001 and the reference."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+import pytest
+
+from conveyor.core.jobid import JobIdGenerator, id_has_retry, is_valid_id, ttl_digits
+
+NODE_ID = "4c206d18" + "0" * 32
+ID_RE = re.compile(rb"^D-4c206d18-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")
+
+
+def test_random_part_is_the_high_144_bits_of_sha1_of_seed_and_counter() -> None:
+    seed = bytes(range(20))
+    generator = JobIdGenerator(NODE_ID, seed)
+    for counter in (1, 2, 3):
+        job_id = generator.next_id(86400, 300)
+        digest = hashlib.sha1(seed + counter.to_bytes(8, "little")).digest()
+        assert job_id[11:35] == base64.b64encode(digest[:18])
+        assert ID_RE.match(job_id)
+        assert len(job_id) == 40
+
+
+@pytest.mark.parametrize(
+    ("ttl", "retry", "digits"),
+    [(86400, 300, 0x05A1), (86400, 0, 0x05A0), (100, 5, 0x0001), (1, 0, 0x0000),
+     (60 * 65535 * 2, 1, 0xFFFF), (3600, 30, 0x003D)],
+)  # fmt: skip
+def test_ttl_digits_are_minutes_odd_with_retries_even_without(
+    ttl: int, retry: int, digits: int
+) -> None:
+    assert ttl_digits(ttl, retry) == digits
+    job_id = JobIdGenerator(NODE_ID, b"s").next_id(ttl, retry)
+    assert job_id[36:] == b"%04x" % digits
+    assert id_has_retry(job_id) == (retry > 0)
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [b"", b"D-4c206d18-Boz8PLppKUdn5wHCQvjz8zQP-05a", b"X-4c206d18-Boz8PLppKUdn5wHCQvjz8zQP-05a1",
+     b"D_4c206d18-Boz8PLppKUdn5wHCQvjz8zQP-05a1", b"D-4c206d18_Boz8PLppKUdn5wHCQvjz8zQP-05a1",
+     b"D-4c206d18-Boz8PLppKUdn5wHCQvjz8zQP_05a1", b"D-4c206d18-Boz8PLppKUdn5wHCQvjz8zQP-05a1x"],
+)  # fmt: skip
+def test_malformed_ids_are_rejected(candidate: bytes) -> None:
+    assert not is_valid_id(candidate)
+
+
+def test_ids_are_unique_and_well_formed() -> None:
+    generator = JobIdGenerator(NODE_ID, b"seed")
+    ids = {generator.next_id(86400, 300) for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(is_valid_id(job_id) for job_id in ids)
