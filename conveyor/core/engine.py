@@ -287,8 +287,9 @@ class Engine:
             # The requeue clock starts at delivery (like a visibility timeout), not at the
             # last queueing as in Disque: a job that waited in a long queue must not be
             # re-delivered the moment a worker takes it.
-            job.qtime = now_ms + retry * 1000 + self._jitter()
-            self.timers.file_job(job, job.qtime if job.qtime < job.etime else job.etime, now_ms)
+            qtime = now_ms + retry * 1000 + int(self._rand.random() * 2 * JITTER_MS) - JITTER_MS
+            job.qtime = qtime
+            self.timers.file_job(job, qtime if qtime < job.etime else job.etime, now_ms)
         else:
             self._amo_delivered[job.id] = job
         if self.listener is not None:

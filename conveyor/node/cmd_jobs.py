@@ -105,6 +105,14 @@ def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     return b"+%s\r\n" % job.id
 
 
+_FROM, _NOHANG, _WITHCOUNTERS, _TIMEOUT, _COUNT = 1, 2, 3, 4, 5
+# Exact spellings first: clients send upper or lower case, and .lower() allocates.
+_GETJOB_OPTIONS: dict[bytes, int] = {}
+for _name, _code in ((b"from", _FROM), (b"nohang", _NOHANG), (b"withcounters", _WITHCOUNTERS),
+                     (b"timeout", _TIMEOUT), (b"count", _COUNT)):  # fmt: skip
+    _GETJOB_OPTIONS[_name] = _GETJOB_OPTIONS[_name.upper()] = _code
+
+
 def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
     nohang = False
     with_counters = False
@@ -114,21 +122,22 @@ def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
     argc = len(args)
     index = 1
     while index < argc:
-        option = args[index].lower()
+        raw = args[index]
+        option = _GETJOB_OPTIONS.get(raw) or _GETJOB_OPTIONS.get(raw.lower(), 0)
         has_value = index + 1 < argc
-        if option == b"nohang":
-            nohang = True
-        elif option == b"withcounters":
-            with_counters = True
-        elif option == b"timeout" and has_value:
-            timeout_ms = parse_timeout_ms(args[index + 1])
-            index += 1
-        elif option == b"count" and has_value:
-            count = _option_int(args[index + 1], _COUNT_POSITIVE, 1)
-            index += 1
-        elif option == b"from":
+        if option == _FROM:
             queues = args[index + 1 :]
             break
+        if option == _NOHANG:
+            nohang = True
+        elif option == _WITHCOUNTERS:
+            with_counters = True
+        elif option == _TIMEOUT and has_value:
+            timeout_ms = parse_timeout_ms(args[index + 1])
+            index += 1
+        elif option == _COUNT and has_value:
+            count = _option_int(args[index + 1], _COUNT_POSITIVE, 1)
+            index += 1
         else:
             raise CommandError(SYNTAX)
         index += 1
