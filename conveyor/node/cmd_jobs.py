@@ -3,17 +3,18 @@ SHOW, JSCAN, LOADJOB. Each parses its arguments into typed values and calls the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from conveyor.core.engine import AddJobArgs
+from conveyor.core.engine import AddJobArgs, Engine
 from conveyor.core.errors import CommandError
 from conveyor.core.job import STATE_BY_NAME, Job
 from conveyor.core.waiters import Waiter
 from conveyor.node.parsing import (
     SYNTAX,
     check_ids,
-    int_or_error,
     parse_int,
+    parse_scan_args,
     parse_timeout_ms,
 )
 from conveyor.node.replies import encode_getjob_reply, show_fields
@@ -158,22 +159,23 @@ def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
     return None
 
 
-def ackjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    ids = args[1:]
+def _count_reply(
+    server: Server, ids: list[bytes], apply: Callable[[Engine, list[bytes], int], int]
+) -> bytes:
     check_ids(ids)
-    return integer(server.engine.ack(ids, server.now))
+    return integer(apply(server.engine, ids, server.now))
+
+
+def ackjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    return _count_reply(server, args[1:], Engine.ack)
 
 
 def fastack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    ids = args[1:]
-    check_ids(ids)
-    return integer(server.engine.fast_ack(ids, server.now))
+    return _count_reply(server, args[1:], Engine.fast_ack)
 
 
 def deljob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    ids = args[1:]
-    check_ids(ids)
-    return integer(server.engine.del_jobs(ids, server.now))
+    return _count_reply(server, args[1:], Engine.del_jobs)
 
 
 def working(server: Server, conn: Connection, args: list[bytes]) -> bytes:
@@ -193,15 +195,11 @@ def nack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
 
 
 def enqueue(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    ids = args[1:]
-    check_ids(ids)
-    return integer(server.engine.enqueue(ids, server.now))
+    return _count_reply(server, args[1:], Engine.enqueue)
 
 
 def dequeue(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    ids = args[1:]
-    check_ids(ids)
-    return integer(server.engine.dequeue(ids, server.now))
+    return _count_reply(server, args[1:], Engine.dequeue)
 
 
 def show(server: Server, conn: Connection, args: list[bytes]) -> bytes:
@@ -216,51 +214,31 @@ def loadjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     return error("ERR LOADJOB is a special command only processed from AOF")
 
 
+_JSCAN_OPTIONS = frozenset((b"queue", b"state", b"reply"))
+
+
 def jscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    cursor: int | None = None
-    count = 100
-    busyloop = False
-    queue: bytes | None = None
+    scan = parse_scan_args(args, _JSCAN_OPTIONS)
+    queues = scan.values.get(b"queue")
+    queue = queues[-1] if queues else None
     states: set[int] = set()
+    for raw in scan.values.get(b"state", ()):
+        state = STATE_BY_NAME.get(raw.lower())
+        if state is None:
+            raise CommandError("ERR Invalid job state name")
+        states.add(state)
     reply_all = False
-    argc = len(args)
-    index = 1
-    while index < argc:
-        option = args[index].lower()
-        has_value = index + 1 < argc
-        if option == b"count" and has_value:
-            count = int_or_error(args[index + 1])
-            if count < 1:
-                raise CommandError("ERR COUNT must be > 0")
-            index += 1
-        elif option == b"busyloop":
-            busyloop = True
-        elif option == b"queue" and has_value:
-            queue = args[index + 1]
-            index += 1
-        elif option == b"state" and has_value:
-            state = STATE_BY_NAME.get(args[index + 1].lower())
-            if state is None:
-                raise CommandError("ERR Invalid job state name")
-            states.add(state)
-            index += 1
-        elif option == b"reply" and has_value:
-            kind = args[index + 1].lower()
-            if kind not in (b"id", b"all"):
-                raise CommandError("ERR Invalid REPLY type, try ID or ALL")
-            reply_all = kind == b"all"
-            index += 1
-        else:
-            if cursor is not None:
-                raise CommandError(SYNTAX)
-            cursor = _parse_cursor(args[index])
-        index += 1
+    for raw in scan.values.get(b"reply", ()):
+        kind = raw.lower()
+        if kind not in (b"id", b"all"):
+            raise CommandError("ERR Invalid REPLY type, try ID or ALL")
+        reply_all = kind == b"all"
 
     def accept(job: Job) -> bool:
         return (queue is None or job.queue == queue) and (not states or job.state in states)
 
     engine = server.engine
-    next_cursor, ids = engine.scan_jobs(cursor or 0, count, busyloop, accept)
+    next_cursor, ids = engine.scan_jobs(scan.cursor, scan.count, scan.busyloop, accept)
     node_id = server.node_id.encode()
     items: list[object] = []
     for job_id in ids:
@@ -269,12 +247,3 @@ def jscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         else:
             items.append(Status(job_id))
     return encode([str(next_cursor).encode(), items])
-
-
-def _parse_cursor(raw: bytes) -> int:
-    if not raw.isdigit() or len(raw) > 20 or int(raw) >= 2**64:
-        raise CommandError("ERR invalid cursor or option name")
-    return int(raw)
-
-
-parse_cursor = _parse_cursor  # shared with QSCAN

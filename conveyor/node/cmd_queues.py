@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.core.errors import CommandError
 from conveyor.core.queue import PAUSE_ALL, PAUSE_IN, PAUSE_NAMES, PAUSE_NONE, PAUSE_OUT, JobQueue
-from conveyor.node.cmd_jobs import parse_cursor
-from conveyor.node.parsing import SYNTAX, int_or_error
+from conveyor.node.parsing import SYNTAX, int_or_error, parse_scan_args
 from conveyor.node.replies import encode_getjob_reply
 from conveyor.protocol.resp import NULL_ARRAY_BYTES, encode, integer
 
@@ -45,39 +44,15 @@ def qstat(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     )  # fmt: skip
 
 
+_QSCAN_OPTIONS = frozenset((b"minlen", b"maxlen", b"importrate"))
+
+
 def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    cursor: int | None = None
-    count = 100
-    busyloop = False
-    minlen: int | None = None
-    maxlen: int | None = None
-    importrate: int | None = None
-    argc = len(args)
-    index = 1
-    while index < argc:
-        option = args[index].lower()
-        has_value = index + 1 < argc
-        if option == b"count" and has_value:
-            count = int_or_error(args[index + 1])
-            if count < 1:
-                raise CommandError("ERR COUNT must be > 0")
-            index += 1
-        elif option == b"busyloop":
-            busyloop = True
-        elif option == b"minlen" and has_value:
-            minlen = int_or_error(args[index + 1])
-            index += 1
-        elif option == b"maxlen" and has_value:
-            maxlen = int_or_error(args[index + 1])
-            index += 1
-        elif option == b"importrate" and has_value:
-            importrate = int_or_error(args[index + 1])
-            index += 1
-        else:
-            if cursor is not None:
-                raise CommandError(SYNTAX)
-            cursor = parse_cursor(args[index])
-        index += 1
+    scan = parse_scan_args(args, _QSCAN_OPTIONS)
+    limits = {name: int_or_error(raw[-1]) for name, raw in scan.values.items()}
+    minlen = limits.get(b"minlen")
+    maxlen = limits.get(b"maxlen")
+    importrate = limits.get(b"importrate")
 
     def accept(queue: JobQueue) -> bool:
         if minlen is not None and queue.count < minlen:
@@ -87,7 +62,7 @@ def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         # No federation yet, so every queue imports at rate 0.
         return not (importrate is not None and importrate > 0)
 
-    next_cursor, names = server.engine.scan_queues(cursor or 0, count, busyloop, accept)
+    next_cursor, names = server.engine.scan_queues(scan.cursor, scan.count, scan.busyloop, accept)
     return encode([str(next_cursor).encode(), names])
 
 

@@ -54,3 +54,49 @@ def check_ids(ids: list[bytes]) -> None:
     for job_id in ids:
         if not is_valid_id(job_id):
             raise CommandError("BADID Invalid Job ID format.")
+
+
+class ScanArgs:
+    """QSCAN/JSCAN arguments: the shared cursor/COUNT/BUSYLOOP plus per-command options."""
+
+    __slots__ = ("busyloop", "count", "cursor", "values")
+
+    def __init__(self) -> None:
+        self.cursor = 0
+        self.count = 100
+        self.busyloop = False
+        # option (lower case) -> every value given for it, in order
+        self.values: dict[bytes, list[bytes]] = {}
+
+
+def parse_scan_args(args: list[bytes], value_options: frozenset[bytes]) -> ScanArgs:
+    parsed = ScanArgs()
+    cursor_seen = False
+    argc = len(args)
+    index = 1
+    while index < argc:
+        option = args[index].lower()
+        has_value = index + 1 < argc
+        if option == b"count" and has_value:
+            parsed.count = int_or_error(args[index + 1])
+            if parsed.count < 1:
+                raise CommandError("ERR COUNT must be > 0")
+            index += 1
+        elif option == b"busyloop":
+            parsed.busyloop = True
+        elif option in value_options and has_value:
+            parsed.values.setdefault(option, []).append(args[index + 1])
+            index += 1
+        else:
+            if cursor_seen:
+                raise CommandError(SYNTAX)
+            parsed.cursor = parse_cursor(args[index])
+            cursor_seen = True
+        index += 1
+    return parsed
+
+
+def parse_cursor(raw: bytes) -> int:
+    if not raw.isdigit() or len(raw) > 20 or int(raw) >= 2**64:
+        raise CommandError("ERR invalid cursor or option name")
+    return int(raw)
