@@ -90,6 +90,7 @@ class Engine:
         self.node_id = node_id
         self.config = config or EngineConfig()
         self._ids = JobIdGenerator(node_id, seed)
+        self._default_id_suffix = self._ids.suffix_for(DEFAULT_TTL_S, MAX_DEFAULT_RETRY_S)
         self._rand = rand
         self.jobs: dict[bytes, Job] = {}
         self.queues: dict[bytes, JobQueue] = {}
@@ -210,7 +211,7 @@ class Engine:
             ctime = self._last_ctime + 1
         self._last_ctime = ctime
         job = Job(
-            self._ids.next_id(DEFAULT_TTL_S, MAX_DEFAULT_RETRY_S),
+            self._ids.next_id_with_suffix(self._default_id_suffix),
             queue_name,
             body,
             1,

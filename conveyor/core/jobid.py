@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - CPython builds without it
     _sha1 = hashlib.sha1
 
 _pack_counter = struct.Struct("<Q").pack
+_b2a_base64 = binascii.b2a_base64
 
 JOB_ID_LEN = 40
 # Disque caps the TTL digits at what four hex digits hold.
@@ -39,16 +40,24 @@ class JobIdGenerator:
         self._suffixes: dict[tuple[int, int], bytes] = {}
 
     def next_id(self, ttl_s: int, retry_s: int) -> bytes:
-        self._counter += 1
-        state = self._seeded.copy()
-        state.update(_pack_counter(self._counter))
-        digest = state.digest()
         suffix = self._suffixes.get((ttl_s, retry_s))
         if suffix is None:
-            suffix = b"-%04x" % ttl_digits(ttl_s, retry_s)
-            if len(self._suffixes) < 1024:
-                self._suffixes[(ttl_s, retry_s)] = suffix
-        return self._prefix + binascii.b2a_base64(digest[:18], newline=False) + suffix
+            suffix = self.suffix_for(ttl_s, retry_s)
+        return self.next_id_with_suffix(suffix)
+
+    def suffix_for(self, ttl_s: int, retry_s: int) -> bytes:
+        """The `-05a1` tail of IDs for these times (formatted once per distinct pair)."""
+        suffix = b"-%04x" % ttl_digits(ttl_s, retry_s)
+        if len(self._suffixes) < 1024:
+            self._suffixes[(ttl_s, retry_s)] = suffix
+        return suffix
+
+    def next_id_with_suffix(self, suffix: bytes) -> bytes:
+        self._counter = counter = self._counter + 1
+        state = self._seeded.copy()
+        state.update(_pack_counter(counter))
+        # 18 bytes encode to exactly 24 base64 characters, then b2a's newline is cut.
+        return self._prefix + _b2a_base64(state.digest()[:18])[:24] + suffix
 
 
 def ttl_digits(ttl_s: int, retry_s: int) -> int:

@@ -18,7 +18,15 @@ from conveyor.core.job import Job
 
 
 class Timers:
-    __slots__ = ("_bucket_heap", "_buckets", "_last", "_misc", "_seq", "resolution_ms")
+    __slots__ = (
+        "_bucket_heap",
+        "_buckets",
+        "_last",
+        "_last_when",
+        "_misc",
+        "_seq",
+        "resolution_ms",
+    )
 
     def __init__(self, resolution_ms: int = 10) -> None:
         self.resolution_ms = resolution_ms
@@ -30,26 +38,32 @@ class Timers:
         # The bucket filed into last; key -1 never matches. A popped bucket must not stay
         # here, or jobs would be filed into a list nobody will look at again.
         self._last: tuple[int, list[Job]] = (-1, [])
+        self._last_when = -1  # the deadline that was last filed into _last
 
     # -- jobs -------------------------------------------------------------------------
     def file_job(self, job: Job, when_ms: int, now_ms: int) -> None:
         """(Re)file a job to be looked at no earlier than when_ms (rounded up)."""
-        # A deadline a minute or more away (TTLs, long RETRYs) needs no 10 ms precision;
-        # a coarse bucket is shared by every job of a burst, which keeps filing cheap.
-        resolution = 1000 if when_ms - now_ms > 60_000 else self.resolution_ms
-        key = -(-when_ms // resolution) * resolution
+        if when_ms == self._last_when:
+            # Jobs of a burst share a deadline: skip the (multi-digit int) arithmetic.
+            entry = self._last
+        else:
+            # A deadline a minute or more away (TTLs, long RETRYs) needs no 10 ms
+            # precision; a coarse bucket is shared by every job of a burst.
+            resolution = 1000 if when_ms - now_ms > 60_000 else self.resolution_ms
+            key = -(-when_ms // resolution) * resolution
+            entry = self._last
+            if entry[0] != key:
+                found = self._buckets.get(key)
+                if found is None:
+                    found = self._buckets[key] = (key, [])
+                    heapq.heappush(self._bucket_heap, key)
+                self._last = entry = found
+            self._last_when = when_ms
+        key = entry[0]
         if job.awake == key:
             return
-        entry = self._last
-        if entry[0] != key:
-            # Bursts of jobs (a pipelined producer) mostly share the previous bucket.
-            found = self._buckets.get(key)
-            if found is None:
-                found = self._buckets[key] = (key, [])
-                heapq.heappush(self._bucket_heap, key)
-            self._last = entry = found
         # Share one key object per bucket, so a million jobs do not hold a million ints.
-        job.awake = entry[0]
+        job.awake = key
         entry[1].append(job)
 
     def due_jobs(self, now_ms: int) -> list[Job]:
@@ -60,6 +74,7 @@ class Timers:
             key = heapq.heappop(heap)
             if self._last[0] == key:
                 self._last = (-1, [])
+                self._last_when = -1
             for job in self._buckets.pop(key)[1]:
                 if job.awake == key:
                     job.awake = 0
@@ -91,3 +106,4 @@ class Timers:
         self._bucket_heap.clear()
         self._misc.clear()
         self._last = (-1, [])
+        self._last_when = -1

@@ -110,22 +110,23 @@ def _persistence(server: Server) -> dict[str, object]:
 
 def _stats(server: Server) -> dict[str, object]:
     stats = server.stats
+    processed = server.commands_processed()
     now = server.now
     elapsed_ms = now - stats.sample_ms
     if stats.sample_ms and elapsed_ms > 0:
-        ops = (stats.commands_processed - stats.sample_commands) * 1000 // elapsed_ms
+        ops = (processed - stats.sample_commands) * 1000 // elapsed_ms
         in_kbps = (stats.net_input_bytes - stats.sample_input) / elapsed_ms / 1.024
         out_kbps = (stats.net_output_bytes - stats.sample_output) / elapsed_ms / 1.024
     else:
         ops, in_kbps, out_kbps = 0, 0.0, 0.0
     # INFO itself samples, so the rates cover the time since the previous INFO.
     stats.sample_ms = now
-    stats.sample_commands = stats.commands_processed
+    stats.sample_commands = processed
     stats.sample_input = stats.net_input_bytes
     stats.sample_output = stats.net_output_bytes
     return {
         "total_connections_received": stats.connections_received,
-        "total_commands_processed": stats.commands_processed,
+        "total_commands_processed": processed,
         "instantaneous_ops_per_sec": ops,
         "total_net_input_bytes": stats.net_input_bytes,
         "total_net_output_bytes": stats.net_output_bytes,

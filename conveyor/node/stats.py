@@ -8,7 +8,6 @@ from dataclasses import dataclass
 @dataclass(slots=True)
 class Stats:
     connections_received: int = 0
-    commands_processed: int = 0
     rejected_connections: int = 0
     unknown_commands: int = 0
     net_input_bytes: int = 0
