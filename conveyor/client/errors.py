@@ -15,6 +15,7 @@ import redis.exceptions
 __all__ = [
     "AuthError",
     "BadIdError",
+    "BatchError",
     "CommandError",
     "ConnectionError",
     "ConveyorError",
@@ -31,6 +32,7 @@ __all__ = [
     "TooLateError",
     "error_from_redis",
     "error_from_reply",
+    "reply_error_from_redis",
 ]
 
 
@@ -142,6 +144,38 @@ class TimeoutError(ConnectionError):
     """The node did not answer within the socket timeout."""
 
 
+class BatchError(ConveyorError):
+    """Some commands of a batch (`add_jobs`) got an error reply.
+
+    `results` has one entry per body, in order: the new job's ID (`str`) where the ADDJOB
+    succeeded, the typed `ReplyError` where it failed. The jobs with an ID exist; the
+    others were not created. The message counts the failures and quotes the first one.
+    """
+
+    def __init__(self, message: str, results: list[str | ReplyError]) -> None:
+        super().__init__(message)
+        self.results = results
+
+    @classmethod
+    def from_results(cls, command: str, results: list[str | ReplyError]) -> BatchError:
+        errors = [result for result in results if isinstance(result, ReplyError)]
+        first = f": first error: {errors[0]}" if errors else ""
+        return cls(f"{len(errors)} of {len(results)} {command}s failed{first}", results)
+
+    @property
+    def errors(self) -> list[ReplyError]:
+        """The error replies only, in order."""
+        return [result for result in self.results if isinstance(result, ReplyError)]
+
+    @property
+    def ids(self) -> list[str]:
+        """The IDs of the jobs that were created, in order."""
+        return [result for result in self.results if isinstance(result, str)]
+
+    def __reduce__(self) -> tuple[type[BatchError], tuple[str, list[str | ReplyError]]]:
+        return (type(self), (str(self), self.results))
+
+
 _BY_CODE: dict[str, type[ReplyError]] = {
     cls.code: cls
     for cls in (
@@ -208,5 +242,12 @@ def error_from_redis(exc: redis.exceptions.RedisError, address: str | None) -> C
     if isinstance(exc, redis.exceptions.ConnectionError):
         return ConnectionError(str(exc) or "connection failed", address)
     if isinstance(exc, redis.exceptions.ResponseError):
-        return error_from_reply(_full_text(exc))
+        return reply_error_from_redis(exc)
     return ConveyorError(str(exc))
+
+
+def reply_error_from_redis(exc: redis.exceptions.ResponseError) -> ReplyError:
+    """The typed exception for an error reply that redis-py raised as `ResponseError`."""
+    if isinstance(exc, ReplyError):
+        return exc
+    return error_from_reply(_full_text(exc))

@@ -391,17 +391,22 @@ class Engine:
 
     # -- acknowledgements and state changes -----------------------------------------------
     def _free(self, job: Job, now_ms: int, event: str) -> None:
-        if job.state == QUEUED:
+        was_queued = job.state == QUEUED
+        if was_queued:
             self._unqueue(job)
         job.state = DELETED
         del self.jobs[job.id]
-        self._amo_delivered.pop(job.id, None)
+        if not job.retry:
+            self._amo_delivered.pop(job.id, None)
         self.jobs_bytes -= JOB_OVERHEAD_BYTES + len(job.body)
         if self.listener is not None:
             self._emit(event, job, now_ms)
-        queue = self.queues.get(job.queue)
-        if queue is not None and not queue.count:
-            self._arm_queue_gc(queue, now_ms)
+        if was_queued:
+            # Only leaving the queue can make it collectable; freeing a delivered job
+            # changes nothing the queue's garbage collection looks at.
+            queue = self.queues.get(job.queue)
+            if queue is not None and not queue.count:
+                self._arm_queue_gc(queue, now_ms)
 
     def ack(self, ids: list[bytes], now_ms: int) -> int:
         # On one node nobody else can hold a copy, so an ACK frees the job at once; the
