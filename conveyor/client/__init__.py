@@ -7,6 +7,7 @@ Must not touch: server internals; it speaks only the public protocol.
 
     with Client(["127.0.0.1:7711"]) as client:
         client.add_job("emails", b"hello")
+        client.add_jobs("emails", [b"one", b"two", "three"])  # pipelined, cheap
         job = client.get_job("emails", timeout_ms=1000)
         if job is not None:
             client.ack(job)
@@ -18,6 +19,7 @@ from conveyor.client.aio import AsyncClient
 from conveyor.client.errors import (
     AuthError,
     BadIdError,
+    BatchError,
     CommandError,
     ConnectionError,
     ConveyorError,
@@ -40,6 +42,7 @@ __all__ = [
     "AsyncClient",
     "AuthError",
     "BadIdError",
+    "BatchError",
     "Client",
     "CommandError",
     "ConnectionError",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from conveyor.client import _commands as cmd
 from conveyor.client import _parse
@@ -75,8 +75,9 @@ class AddJobsBatch:
     ) -> Iterator[tuple[int, bytes]]:
         """The packed commands, as (number of commands, bytes to send) chunks.
 
-        Each chunk is packed only when the previous one has been handed back, so at most
-        one chunk (about `max_bytes`, or one body if a single body is larger) exists."""
+        A chunk is packed only when the caller asks for it, after sending the previous
+        one, so the batch never holds more than about two chunks of packed bytes (a
+        chunk is about `max_bytes`, or one body if a single body is larger)."""
         head = self.head
         tail = self.tail
         fixed = len(head) + len(tail) + 16  # + the "$<len>\r\n" header, at most
@@ -85,18 +86,15 @@ class AddJobsBatch:
         count = 0
         size = 0
         for body in self.bodies:
-            kind = type(body)
-            if kind is str:
-                data: bytes | bytearray | memoryview = body.encode(  # type: ignore[union-attr]
-                    _parse.ENCODING, _parse.ENCODING_ERRORS
-                )
-                length = len(data)
-            elif kind is bytes or kind is bytearray:
-                data = body  # type: ignore[assignment]
+            if isinstance(body, (bytes, bytearray)):
+                data: bytes | bytearray | memoryview = body
+                length = len(body)
+            elif isinstance(body, str):
+                data = body.encode(_parse.ENCODING, _parse.ENCODING_ERRORS)
                 length = len(data)
             else:
-                data = _as_bytes(body)
-                length = len(data)
+                data = _contiguous(body)
+                length = data.nbytes
             append(head)
             append(b"$%d\r\n" % length)
             append(data)
@@ -112,14 +110,10 @@ class AddJobsBatch:
             yield count, b"".join(parts)
 
 
-def _as_bytes(body: Body) -> bytes | bytearray | memoryview:
-    """A body of a subclass of str/bytes/bytearray, or a memoryview, as contiguous bytes."""
-    if isinstance(body, str):
-        return body.encode(_parse.ENCODING, _parse.ENCODING_ERRORS)
-    if isinstance(body, memoryview):
-        # Its len() counts items, not bytes, and join() needs a contiguous buffer.
-        return body.cast("B") if body.c_contiguous else body.tobytes()
-    return bytes(body)
+def _contiguous(body: memoryview) -> memoryview:
+    """A memoryview as one flat run of bytes: its len() counts items, not bytes, and
+    `b"".join` needs a contiguous buffer."""
+    return body.cast("B") if body.c_contiguous else memoryview(body.tobytes())
 
 
 def add_jobs(
@@ -143,8 +137,7 @@ def add_jobs(
     for body in bodies:
         if not isinstance(body, _BODY_TYPES):
             raise TypeError(
-                f"a job body must be bytes, bytearray, memoryview or str, "
-                f"not {type(body).__name__}"
+                f"a job body must be bytes, bytearray, memoryview or str, not {type(body).__name__}"
             )
     # The options are built by add_job, so both methods send exactly the same command.
     template = cmd.add_job(
@@ -174,4 +167,4 @@ def job_ids(results: list[str | ReplyError]) -> list[str]:
     for result in results:
         if not isinstance(result, str):
             raise BatchError.from_results("ADDJOB", results)
-    return results  # type: ignore[return-value]
+    return cast(list[str], results)

@@ -18,6 +18,7 @@ import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from conveyor.client import _batch
 from conveyor.client import _commands as cmd
 from conveyor.client._address import Address, NodeSpec, format_address, parse_url
 from conveyor.client._base import BaseClient
@@ -25,8 +26,10 @@ from conveyor.client._commands import Body, Call, JobRef
 from conveyor.client.errors import (
     ConnectionError,
     ConveyorError,
+    ReplyError,
     TimeoutError,
     error_from_redis,
+    reply_error_from_redis,
 )
 from conveyor.client.job import Hello, Job
 
@@ -160,6 +163,69 @@ class AsyncClient(BaseClient):
             await self._drop(client)
             raise
 
+    async def _exchange_batch(
+        self, client: redis.asyncio.Redis, batch: _batch.AddJobsBatch, address: Address
+    ) -> list[str | ReplyError]:
+        """Send the batch chunk by chunk on one pooled connection, each chunk in one
+        write, and read every reply (see `Client._exchange_batch`).
+
+        Each reply must come within `limit` of the previous one, as for a single command.
+        `read_response()` would arm and cancel a timer per reply, which is most of the
+        cost of reading a reply that is already buffered; instead one `asyncio.timeout`
+        covers the batch and is pushed back at most every `limit / 2` seconds, to 1.5
+        `limit` ahead: a stalled node is noticed between `limit` and 1.5 `limit` after
+        its last reply, never sooner."""
+        pool = client.connection_pool
+        where = format_address(address)
+        limit = self._read_timeout(batch.wait_s)  # None: wait as long as it takes
+        loop = asyncio.get_running_loop()
+        results: list[str | ReplyError] = []
+        append = results.append
+        try:
+            connection = await pool.get_connection()
+            try:
+                read = connection.read_response
+                async with asyncio.timeout(None) as deadline:
+                    moved = loop.time()
+                    for count, packed in batch.chunks():
+                        if limit is not None:
+                            moved = loop.time()
+                            deadline.reschedule(moved + 1.5 * limit)
+                        await connection.send_packed_command([packed])
+                        for _ in range(count):
+                            try:
+                                reply = await read(timeout=math.inf)
+                            except redis.ResponseError as exc:
+                                append(reply_error_from_redis(exc))
+                            else:
+                                append(_batch.reply_id(reply))
+                            if limit is not None:
+                                now = loop.time()
+                                if now - moved > limit / 2:
+                                    moved = now
+                                    deadline.reschedule(now + 1.5 * limit)
+            except BaseException:
+                # Whatever stopped the batch (cancellation, a timeout), replies may still
+                # be on their way: the connection must not serve another command.
+                await connection.disconnect(nowait=True)
+                raise
+            finally:
+                await pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, where) from exc
+        except builtins.TimeoutError as exc:
+            raise TimeoutError("timed out waiting for the reply", where) from exc
+        return results
+
+    async def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:
+        client = await self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return await self._exchange_batch(client, batch, address)
+        except ConnectionError:
+            await self._drop(client)
+            raise
+
     async def execute_command(self, *args: Any) -> Any:
         """Send any command; the reply as redis-py returns it (bytes undecoded)."""
         return await self._run(cmd.raw(*args))
@@ -210,6 +276,36 @@ class AsyncClient(BaseClient):
                 timeout_ms=timeout_ms,
             )
         )
+
+    async def add_jobs(
+        self,
+        queue: str | bytes,
+        bodies: Sequence[Body],
+        *,
+        replicate: int | None = None,
+        delay: int | None = None,
+        retry: int | None = None,
+        ttl: int | None = None,
+        maxlen: int | None = None,
+        asynchronous: bool = False,
+        timeout_ms: int = 0,
+    ) -> list[str]:
+        """One ADDJOB per body, pipelined; the IDs in order, or `BatchError` if some
+        failed (see `Client.add_jobs`)."""
+        batch = _batch.add_jobs(
+            queue,
+            bodies,
+            replicate=replicate,
+            delay=delay,
+            retry=retry,
+            ttl=ttl,
+            maxlen=maxlen,
+            asynchronous=asynchronous,
+            timeout_ms=timeout_ms,
+        )
+        if not len(batch):
+            return []
+        return _batch.job_ids(await self._run_batch(batch))
 
     async def get_jobs(
         self,
