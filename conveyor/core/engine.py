@@ -288,9 +288,14 @@ class Engine:
             # The requeue clock starts at delivery (like a visibility timeout), not at the
             # last queueing as in Disque: a job that waited in a long queue must not be
             # re-delivered the moment a worker takes it.
-            qtime = now_ms + retry * 1000 + int(self._rand.random() * 2 * JITTER_MS) - JITTER_MS
+            base = now_ms + retry * 1000
+            qtime = base + int(self._rand.random() * 2 * JITTER_MS) - JITTER_MS
             job.qtime = qtime
-            self.timers.file_job(job, qtime if qtime < job.etime else job.etime, now_ms)
+            # A requeue a minute or more away lands in a one-second timer bucket anyway:
+            # filing every job of a burst at the end of the jitter window lets them share
+            # one deadline (cheap to file), and tick() still requeues each at >= qtime.
+            when = base + JITTER_MS if retry >= 60 else qtime
+            self.timers.file_job(job, when if when < job.etime else job.etime, now_ms)
         else:
             self._amo_delivered[job.id] = job
         if self.listener is not None:

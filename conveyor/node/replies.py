@@ -4,6 +4,28 @@ from __future__ import annotations
 
 from conveyor.core.job import ACTIVE, STATE_NAMES, Job
 
+# `$<n>\r\n` for the lengths most bodies and names have: formatting bytes with % costs
+# more than the rest of a one-job reply.
+_BULK_HEADERS = [b"$%d\r\n" % size for size in range(4096)]
+# queue name -> `*3\r\n$<n>\r\n<name>\r\n$40\r\n`, the part of a job entry shared by
+# every job of that queue (bounded: names are client-chosen).
+_JOB_PREFIXES: dict[bytes, bytes] = {}
+_MAX_PREFIXES = 10_000
+
+
+def _bulk_header(size: int) -> bytes:
+    return _BULK_HEADERS[size] if size < 4096 else b"$%d\r\n" % size
+
+
+def _job_prefix(queue: bytes) -> bytes:
+    prefix = _JOB_PREFIXES.get(queue)
+    if prefix is None:
+        prefix = b"*3\r\n" + _bulk_header(len(queue)) + queue + b"\r\n$40\r\n"
+        if len(_JOB_PREFIXES) >= _MAX_PREFIXES:
+            _JOB_PREFIXES.clear()
+        _JOB_PREFIXES[queue] = prefix
+    return prefix
+
 
 def encode_getjob_reply(jobs: list[Job], with_counters: bool) -> bytes:
     parts = [b"*%d\r\n" % len(jobs)]
@@ -21,11 +43,13 @@ def encode_getjob_reply(jobs: list[Job], with_counters: bool) -> bytes:
             )
     else:
         for job in jobs:
-            queue, body = job.queue, job.body
-            append(
-                b"*3\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n"
-                % (len(queue), queue, job.id, len(body), body)
-            )
+            body = job.body
+            append(_job_prefix(job.queue))
+            append(job.id)
+            append(b"\r\n")
+            append(_bulk_header(len(body)))
+            append(body)
+            append(b"\r\n")
     return b"".join(parts)
 
 
