@@ -172,7 +172,11 @@ def split_args(line: bytes) -> list[bytes] | None:
         args.append(bytes(current))
 
 
-def _unexpected_element(element: object) -> str:
+_join_check = b"".join
+
+
+def _unexpected_element(request: list[object]) -> str:
+    element = next(item for item in request if type(item) is not bytes)
     if element is None:
         return "Protocol error: invalid bulk length"
     kind = {int: ":", list: "*"}.get(type(element), "-")
@@ -234,11 +238,13 @@ class RequestParser:
             if type(request) is not list:
                 self._reset_reader()
                 raise ProtocolError("Protocol error: expected '*', got something else")
-            for element in request:
-                if type(element) is not bytes:
-                    # hiredis reads any RESP type; a request holds bulk strings only.
-                    self._reset_reader()
-                    raise ProtocolError(_unexpected_element(element))
+            try:
+                # hiredis reads any RESP type; a request holds bulk strings only. join()
+                # checks every element in C (and refuses anything but bytes-like).
+                _join_check(request)
+            except TypeError:
+                self._reset_reader()
+                raise ProtocolError(_unexpected_element(request)) from None
             if not reader.has_data():
                 self._chunks.clear()
                 self._yielded = 0
