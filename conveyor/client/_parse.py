@@ -41,6 +41,15 @@ def jobs(reply: Any, with_counters: bool = False) -> list[Job]:
     """GETJOB / QPEEK: a list of [queue, id, body] or the 7-element WITHCOUNTERS form."""
     if reply is None:
         return []
+    if not with_counters:
+        # The consumer's hot path: hiredis gives bytes, decoded once per field.
+        try:
+            return [
+                Job(queue.decode(ENCODING, ENCODING_ERRORS), job_id.decode("ascii"), body)
+                for queue, job_id, body in reply
+            ]
+        except (AttributeError, TypeError, ValueError):
+            pass  # not the plain bytes shape: the general path below copes
     result: list[Job] = []
     for item in reply:
         if with_counters and len(item) >= 7:
