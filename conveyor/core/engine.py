@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from conveyor.core import errors
@@ -631,6 +631,3 @@ class Engine:
         self._scans.clear()
         self.jobs_bytes = 0
         return blocked
-
-    def iter_jobs(self) -> Iterable[Job]:
-        return self.jobs.values()

@@ -112,9 +112,10 @@ class Connection(asyncio.Protocol):
             out.append(error(f"ERR {exc}"))
             self.write(b"".join(out))
             self.close()
-            return
-        if out:
-            self.write(b"".join(out))
+        else:
+            if out:
+                self.write(b"".join(out))
+        # Even after a protocol error: the requests before it may have woken others.
         server.after_io()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -172,7 +173,7 @@ class Server:
         self._timer_deadline: int | None = None
         self.shutdown_requested: asyncio.Event | None = None
         self.run_id = os.urandom(20).hex()
-        self.baseline_memory = _rss_bytes()
+        self.baseline_memory = rss_bytes()
         self.peak_memory = 0
         self.on_shutdown: list[Callable[[], None]] = []
         self._oom_guard = 0
@@ -388,7 +389,8 @@ class Server:
     def after_io(self) -> None:
         """Deliver what the core produced for other clients, and re-arm the timer."""
         engine = self.engine
-        if engine.wakeups:
+        # Resuming a woken client runs its pipelined requests, which may wake others.
+        while engine.wakeups:
             self._deliver_wakeups()
         deadline = engine.next_deadline()
         if deadline is not None and (
@@ -429,16 +431,13 @@ class Server:
         self.engine.block(waiter, self.now)
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
+    """Resident memory of this process (0 where /proc is not available)."""
     try:
         with open("/proc/self/statm") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
         return 0
-
-
-def rss_bytes() -> int:
-    return _rss_bytes()
 
 
 def configure_logging(config: Config) -> None:

@@ -34,7 +34,6 @@ OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"
 NULL_BULK_BYTES = b"$-1\r\n"
 NULL_ARRAY_BYTES = b"*-1\r\n"
-EMPTY_ARRAY_BYTES = b"*0\r\n"
 
 
 def encode(value: Any) -> bytes:

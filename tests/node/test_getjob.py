@@ -440,3 +440,20 @@ def test_many_blocked_clients_each_get_one_job(node: NodeProcess, r: redis.Redis
         for client in clients:
             client.close()
     assert debug_jobs(r) == [20, 1]
+
+
+def test_requests_pipelined_behind_a_woken_getjob_can_wake_another_client(
+    node: NodeProcess,
+) -> None:
+    # A blocks on q1 with an ADDJOB for q2 pipelined behind its GETJOB; B blocks on q2.
+    # Serving A runs that ADDJOB, which must reach B at once, not at the next I/O.
+    with RawClient(node.port) as a, RawClient(node.port) as b:
+        b.send(b"GETJOB TIMEOUT 5000 FROM q2-chain\r\n")
+        a.send(b"GETJOB TIMEOUT 5000 FROM q1-chain\r\nADDJOB q2-chain hop 0\r\n")
+        time.sleep(0.2)
+        with RawClient(node.port) as c:
+            assert c.call_raw("ADDJOB", "q1-chain", "start", "0").startswith(b"+D-")
+        started = time.monotonic()
+        reply = b.read_reply()
+        assert time.monotonic() - started < 2
+        assert reply[0][0] == b"q2-chain" and reply[0][2] == b"hop"
