@@ -18,16 +18,12 @@ from conveyor.pressure import protocol
 from conveyor.pressure.config import (
     client_options,
     default_uid,
-    describe_url,
     holder_alive,
     no_backoff,
-    resolve_prefix,
-    resolve_url,
 )
 from conveyor.pressure.errors import QueueClosed
-from conveyor.pressure.keys import QueueKeys
 from conveyor.pressure.protocol import Batch, QueueStats, Step, UnlockResult
-from conveyor.pressure.queue import Data, check_name, encode, translate
+from conveyor.pressure.queue import Data, QueueSettings, encode, translate
 
 T = TypeVar("T")
 
@@ -64,7 +60,7 @@ def make_async_client(url: str) -> aredis.Redis:
     return aredis.Redis.from_url(url, **client_options(Retry(no_backoff(), 0)))
 
 
-class AsyncPressureQueue:
+class AsyncPressureQueue(QueueSettings):
     """Same constructor and methods as `PressureQueue`, as coroutines; `async for` drains."""
 
     def __init__(
@@ -76,14 +72,9 @@ class AsyncPressureQueue:
         client_uid: str | None = None,
         client: aredis.Redis | None = None,
     ) -> None:
-        self.name = check_name(name)
-        self.prefix = resolve_prefix(prefix)
-        self.redis_url = resolve_url(redis_url)
-        self.address = describe_url(self.redis_url)
-        self.keys = QueueKeys(self.prefix, self.name)
+        super().__init__(name, redis_url, prefix, client_uid)
         self._owns_client = client is None
         self._redis = client if client is not None else make_async_client(self.redis_url)
-        self._uid = client_uid
 
     def __repr__(self) -> str:
         return f"AsyncPressureQueue({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"

@@ -87,7 +87,21 @@ def make_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, **client_options(Retry(no_backoff(), 0)))
 
 
-class PressureQueue:
+class QueueSettings:
+    """What PressureQueue and AsyncPressureQueue resolve the same way from their arguments."""
+
+    def __init__(
+        self, name: str, redis_url: str | None, prefix: str | None, client_uid: str | None
+    ) -> None:
+        self.name = check_name(name)
+        self.prefix = resolve_prefix(prefix)
+        self.redis_url = resolve_url(redis_url)
+        self.address = describe_url(self.redis_url)
+        self.keys = QueueKeys(self.prefix, self.name)
+        self._uid = client_uid
+
+
+class PressureQueue(QueueSettings):
     """One pressure queue; safe to share between threads (each thread has its own identity).
 
     `redis_url` defaults to the REDIS_SERVER/REDIS_PORT/REDIS_DB environment variables, then
@@ -104,14 +118,9 @@ class PressureQueue:
         client_uid: str | None = None,
         client: redis.Redis | None = None,
     ) -> None:
-        self.name = check_name(name)
-        self.prefix = resolve_prefix(prefix)
-        self.redis_url = resolve_url(redis_url)
-        self.address = describe_url(self.redis_url)
-        self.keys = QueueKeys(self.prefix, self.name)
+        super().__init__(name, redis_url, prefix, client_uid)
         self._owns_client = client is None
         self._redis = client if client is not None else make_client(self.redis_url)
-        self._uid = client_uid
 
     def __repr__(self) -> str:
         return f"PressureQueue({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"
