@@ -158,38 +158,23 @@ class Engine:
         if queue is not None and queue.pause & PAUSE_IN:
             raise CommandError(errors.PAUSED)
 
-        ctime = now_ms * 1_000_000
-        if ctime <= self._last_ctime:
-            ctime = self._last_ctime + 1
-        self._last_ctime = ctime
-        job = Job(
+        job = self._register(
             self._ids.next_id(ttl_s, retry_s),
             args.queue,
             args.body,
             args.repl,
-            ctime,
-            now_ms + ttl_s * 1000,
+            ttl_s,
             args.delay_s,
             retry_s,
+            now_ms,
         )
-        self.jobs[job.id] = job
-        self.jobs_bytes += JOB_OVERHEAD_BYTES + len(job.body)
         if self.listener is not None:
             self._emit(EV_ADDED, job, now_ms)
         if args.delay_s:
             job.qtime = now_ms + args.delay_s * 1000
             self.timers.file_job(job, job.qtime, now_ms)
-        elif queue is None or queue.blocked:
-            self._enqueue(job, now_ms, nack=False)
         else:
-            # The hot path: what _enqueue does for a first queueing nobody waits for.
-            job.state = QUEUED
-            job.flags = QUEUED_ONCE
-            queue.push(job)
-            queue.atime_ms = now_ms
-            self.timers.file_job(job, job.etime, now_ms)
-            if self.listener is not None:
-                self._emit(EV_QUEUED, job, now_ms)
+            self._enqueue(job, now_ms, nack=False)
         return job
 
     def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
@@ -206,27 +191,44 @@ class Engine:
             repl = min(self.cluster_size, 3)
             args = AddJobArgs(queue_name, body, repl, 0, None, None, None, False)
             return self.add_job(args, now_ms)
-        ctime = now_ms * 1_000_000
-        if ctime <= self._last_ctime:
-            ctime = self._last_ctime + 1
-        self._last_ctime = ctime
-        job = Job(
+        job = self._register(
             self._ids.next_id_with_suffix(self._default_id_suffix),
             queue_name,
             body,
             1,
-            ctime,
-            now_ms + DEFAULT_TTL_S * 1000,
+            DEFAULT_TTL_S,
             0,
             MAX_DEFAULT_RETRY_S,
+            now_ms,
         )
+        # What _enqueue does for a first queueing that nobody waits for: no counters,
+        # no dead-letter rule, no waiters to serve (ruled out above).
         job.state = QUEUED
         job.flags = QUEUED_ONCE
-        self.jobs[job.id] = job
-        self.jobs_bytes += JOB_OVERHEAD_BYTES + len(body)
         queue.push(job)
         queue.atime_ms = now_ms
         self.timers.file_job(job, job.etime, now_ms)
+        return job
+
+    def _register(
+        self,
+        job_id: bytes,
+        queue_name: bytes,
+        body: bytes,
+        repl: int,
+        ttl_s: int,
+        delay_s: int,
+        retry_s: int,
+        now_ms: int,
+    ) -> Job:
+        """A new job, known to the node (ACTIVE) but not yet queued or filed in a timer."""
+        ctime = now_ms * 1_000_000
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1  # jobs of the same ms keep their order
+        self._last_ctime = ctime
+        job = Job(job_id, queue_name, body, repl, ctime, now_ms + ttl_s * 1000, delay_s, retry_s)
+        self.jobs[job_id] = job
+        self.jobs_bytes += JOB_OVERHEAD_BYTES + len(body)
         return job
 
     # -- queueing -----------------------------------------------------------------------
