@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from conveyor.client import _parse
-from conveyor.client._address import Address, NodeSpec, format_address, parse_nodes
+from conveyor.client._address import (
+    Address,
+    NodeSpec,
+    format_address,
+    parse_nodes,
+    parse_url,
+)
+from conveyor.client.errors import ConnectionError
 from conveyor.client.job import Hello, NodeInfo
 
 
@@ -35,6 +42,23 @@ class BaseClient:
         self._address: Address | None = None
         self._hello: Hello | None = None
         self._closed = False
+        self._init_io()
+
+    def _init_io(self) -> None:
+        """The I/O side's own state (its redis-py client and lock); set by subclasses."""
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """`Client.from_url("disque://:secret@10.0.0.1:7711,10.0.0.2:7711")`."""
+        addresses, url_options = parse_url(url)
+        return cls(addresses, **{**url_options, **options})
+
+    @staticmethod
+    def _unreachable(failures: list[str], last: ConnectionError | None) -> ConnectionError:
+        return ConnectionError(
+            f"no reachable node ({', '.join(failures)})",
+            last.address if last is not None else None,
+        )
 
     # -- what the client knows -------------------------------------------------------------
     @property

@@ -20,7 +20,7 @@ from redis.retry import Retry
 
 from conveyor.client import _batch
 from conveyor.client import _commands as cmd
-from conveyor.client._address import Address, NodeSpec, format_address, parse_url
+from conveyor.client._address import Address, format_address
 from conveyor.client._base import BaseClient
 from conveyor.client._commands import Body, Call, JobRef
 from conveyor.client.errors import (
@@ -44,32 +44,9 @@ class Client(BaseClient):
     ...     client.ack(job)
     """
 
-    def __init__(
-        self,
-        nodes: Sequence[NodeSpec] | str | None = None,
-        *,
-        password: str | None = None,
-        socket_timeout: float | None = 10.0,
-        socket_connect_timeout: float | None = None,
-        max_connections: int | None = None,
-        **redis_options: Any,
-    ) -> None:
-        super().__init__(
-            nodes,
-            password=password,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            max_connections=max_connections,
-            **redis_options,
-        )
+    def _init_io(self) -> None:
         self._redis: redis.Redis | None = None
         self._lock = threading.RLock()
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
-        """`Client.from_url("disque://:secret@10.0.0.1:7711,10.0.0.2:7711")`."""
-        addresses, url_options = parse_url(url)
-        return cls(addresses, **{**url_options, **options})
 
     # -- connection ------------------------------------------------------------------------
     @property
@@ -117,11 +94,7 @@ class Client(BaseClient):
             self._address = address
             self._hello = reply
             return client
-        tried = ", ".join(failures)
-        raise ConnectionError(
-            f"no reachable node ({tried})",
-            last.address if last is not None else None,
-        )
+        raise self._unreachable(failures, last)
 
     def _drop(self, client: redis.Redis) -> None:
         with self._lock:
