@@ -17,7 +17,6 @@ from redis.asyncio.retry import Retry
 from conveyor.pressure import protocol
 from conveyor.pressure.config import (
     client_options,
-    default_uid,
     holder_alive,
     no_backoff,
 )
@@ -75,13 +74,6 @@ class AsyncPressureQueue(QueueSettings):
         super().__init__(name, redis_url, prefix, client_uid)
         self._owns_client = client is None
         self._redis = client if client is not None else make_async_client(self.redis_url)
-
-    def __repr__(self) -> str:
-        return f"AsyncPressureQueue({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"
-
-    @property
-    def client_uid(self) -> str:
-        return self._uid or default_uid()
 
     async def _run(self, step: Step[T]) -> T:
         return await run_async(self._redis, step, self.address)

@@ -100,6 +100,15 @@ class QueueSettings:
         self.keys = QueueKeys(self.prefix, self.name)
         self._uid = client_uid
 
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        return f"{kind}({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"
+
+    @property
+    def client_uid(self) -> str:
+        """Our identity in `:producer`/`:consumer`; per thread unless given explicitly."""
+        return self._uid or default_uid()
+
 
 class PressureQueue(QueueSettings):
     """One pressure queue; safe to share between threads (each thread has its own identity).
@@ -121,14 +130,6 @@ class PressureQueue(QueueSettings):
         super().__init__(name, redis_url, prefix, client_uid)
         self._owns_client = client is None
         self._redis = client if client is not None else make_client(self.redis_url)
-
-    def __repr__(self) -> str:
-        return f"PressureQueue({self.name!r}, prefix={self.prefix!r}, redis={self.address!r})"
-
-    @property
-    def client_uid(self) -> str:
-        """Our identity in `:producer`/`:consumer`; per thread unless given explicitly."""
-        return self._uid or default_uid()
 
     def _run(self, step: Step[T]) -> T:
         return run_sync(self._redis, step, self.address)
