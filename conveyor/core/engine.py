@@ -615,15 +615,14 @@ class Engine:
             self._free(job, now_ms, EV_EVICTED)
         return freed
 
-    def flush_all(self) -> list[Waiter]:
-        """Drop every job and queue; returns the blocked clients (to answer with null)."""
-        blocked: list[Waiter] = []
+    def flush_all(self) -> None:
+        """Drop every job and queue; blocked clients are answered with nothing (wakeups)."""
         for queue in self.queues.values():
             # unblock() trims the deques it walks, hence the copies.
             for waiter in list(queue.waiters):
                 if not waiter.done:
                     self.unblock(waiter)
-                    blocked.append(waiter)
+                    self.wakeups.append((waiter, None))
         for job in self.jobs.values():
             job.state = DELETED
         self.jobs.clear()
@@ -632,4 +631,3 @@ class Engine:
         self.timers.clear()
         self._scans.clear()
         self.jobs_bytes = 0
-        return blocked

@@ -11,7 +11,6 @@ from conveyor.node import info as info_module
 from conveyor.node.config import ConfigError
 from conveyor.node.parsing import SYNTAX
 from conveyor.protocol.resp import (
-    NULL_ARRAY_BYTES,
     NULL_BULK_BYTES,
     OK,
     PONG,
@@ -156,20 +155,11 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         mode = args[2].lower() if argc == 3 else b"soft"
         if mode not in (b"soft", b"hard"):
             return error(SYNTAX)
-        _answer_flushed(server)
+        server.engine.flush_all()  # blocked clients get a null reply via the wakeups
         if mode == b"hard":
             server.reset_node_id()
         return OK
     return error("ERR Wrong CLUSTER subcommand or number of arguments")
-
-
-def _answer_flushed(server: Server) -> None:
-    for waiter in server.engine.flush_all():
-        blocked: Connection = waiter.token
-        if blocked.waiter is waiter:
-            blocked.waiter = None
-            blocked.write(NULL_ARRAY_BYTES)
-            blocked.resume_after_block()
 
 
 # -- DEBUG ----------------------------------------------------------------------------------
@@ -177,7 +167,7 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
     if sub == b"flushall" and argc == 2:
-        _answer_flushed(server)
+        server.engine.flush_all()  # blocked clients get a null reply via the wakeups
         return OK
     if sub == b"sleep" and argc == 3:
         try:
