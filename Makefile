@@ -6,7 +6,7 @@ STAMP     := $(VENV)/.installed
 PORT      ?= 7711
 DATA      ?= ./data
 # Debian packages the test suite and benchmarks drive for real.
-DEBS      := redis-server redis-tools
+DEBS      := redis-server redis-tools openjdk-17-jre-headless
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
 .PHONY: run test bench bench-pressure lint sysdeps venv clean
@@ -14,7 +14,7 @@ APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,cron,metrics]'
+	$(PIP) install -q -e '.[dev,cron,metrics,spark]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -24,6 +24,7 @@ sysdeps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || missing="$$missing redis-tools"; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; \

@@ -1,0 +1,367 @@
+"""The streaming reader: leases jobs with GETJOB, acknowledges them in `commit()`.
+
+Where each part runs (PySpark's Python data sources): `initialOffset`, `latestOffset`,
+`partitions` and `commit` run in one long-lived Python process beside the driver, which
+is where the leases, the journal and the background threads live (`_DriverState`,
+created on first use and never pickled). `read()` runs on executors against a pickled
+copy of this object and a partition that carries its own rows, so it touches no node.
+
+Offsets are `{"run": <name of this query's journal>, "seq": <batch number>}`: batch `seq`
+is the set of jobs leased for it. Delivery is at-least-once: jobs are acked only once
+Spark has committed the batch that holds them; a driver that dies before that leaves
+them leased, and the node's RETRY hands them out again (or the journal replays them
+exactly on restart, see `journal.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from conveyor.spark import rows
+from conveyor.spark.journal import Journal
+from conveyor.spark.link import NodeError, NodeLink
+from conveyor.spark.options import ALL_AVAILABLE_CAP, ReadOptions, address_text
+
+log = logging.getLogger("conveyor.spark")
+
+# How long a failed ack round waits before trying again on its own (commits also retry).
+ACK_RETRY_S = 1.0
+
+
+@dataclass
+class LeasedBatch:
+    seq: int
+    batches: list[pa.RecordBatch] = field(default_factory=list)  # one per node
+    ids_by_node: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return sum(batch.num_rows for batch in self.batches)
+
+    @classmethod
+    def from_batches(cls, seq: int, batches: list[pa.RecordBatch]) -> LeasedBatch:
+        """A batch read back from the journal: its IDs grouped by the node column."""
+        ids_by_node: dict[str, list[Any]] = {}
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            table = pa.Table.from_batches([batch])
+            for node in pc.unique(table.column("node")).to_pylist():
+                chosen = table.filter(pc.equal(table.column("node"), node))
+                ids_by_node.setdefault(node, []).extend(chosen.column("id").to_pylist())
+        return cls(seq, [batch for batch in batches if batch.num_rows], ids_by_node)
+
+
+def offset(run: str, seq: int) -> dict[str, Any]:
+    # Spark compares offsets as JSON strings: always the same keys in the same order.
+    return {"run": run, "seq": seq}
+
+
+class _DriverState:
+    """Leases, journal and background threads of one query, in the driver's process."""
+
+    def __init__(self, options: ReadOptions, run: str) -> None:
+        self.options = options
+        self.run = run
+        self.journal = Journal(options.journal, run) if options.journal else None
+        self.lock = threading.Lock()
+        self.pending: dict[int, LeasedBatch] = {}  # leased and not yet acked
+        self.committed_seq = 0
+        self._local = threading.local()  # a NodeLink per thread and node
+        self._rotation = 0
+        self._prefetch: tuple[int, int, Future[LeasedBatch]] | None = None
+        self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="conveyor-prefetch")
+        self._acker = ThreadPoolExecutor(1, thread_name_prefix="conveyor-ack")
+        self._stopping = threading.Event()
+        self._warned: set[str] = set()
+        if options.lease_s > 0:
+            threading.Thread(target=self._keep_leases, name="conveyor-lease", daemon=True).start()
+
+    # -- connections ------------------------------------------------------------------
+    def link(self, node: tuple[str, int]) -> NodeLink:
+        links: dict[tuple[str, int], NodeLink] | None = getattr(self._local, "links", None)
+        if links is None:
+            links = self._local.links = {}
+        link = links.get(node)
+        if link is None:
+            connection = self.options.connection
+            link = links[node] = NodeLink(node, connection.password, connection.timeout_s)
+        return link
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message)
+
+    # -- leasing ----------------------------------------------------------------------
+    def lease(self, seq: int, max_rows: int) -> LeasedBatch:
+        """Lease up to `max_rows` jobs for batch `seq`, journal them, and keep them pending."""
+        nodes = self.options.connection.nodes
+        start = self._rotation % len(nodes)
+        self._rotation += 1
+        batch = LeasedBatch(seq)
+        remaining = max_rows
+        for node in nodes[start:] + nodes[:start]:
+            if remaining <= 0:
+                break
+            name = address_text(node)
+            try:
+                jobs = self.link(node).lease(self.options.queues, remaining)
+            except NodeError as error:
+                # A node that is down must not kill the query: the others keep feeding it.
+                self._warn_once(f"lease:{name}", f"leasing from {name} failed: {error}")
+                continue
+            self._warned.discard(f"lease:{name}")
+            if not jobs:
+                continue
+            batch.batches.append(rows.leased_batch(jobs, name, time.time_ns() // 1000))
+            batch.ids_by_node[name] = [job[1] for job in jobs]
+            remaining -= len(jobs)
+        if batch.rows and self.journal is not None:
+            self.journal.write(seq, batch.batches)
+        with self.lock:
+            self.pending[seq] = batch
+        return batch
+
+    def take(self, seq: int, max_rows: int) -> LeasedBatch:
+        """The batch `seq`: already planned, prefetched, journaled before a restart, or
+        leased now."""
+        with self.lock:
+            known = self.pending.get(seq)
+        if known is not None:
+            return known  # Spark asked twice for the same start: same answer
+        prefetched = self._take_prefetch(seq)
+        if prefetched is not None:
+            if prefetched.rows <= max_rows and prefetched.rows:
+                return prefetched
+            self._hand_back(prefetched)
+        if self.journal is not None:
+            replay = self.journal.load(seq)
+            if replay is not None:
+                batch = LeasedBatch.from_batches(seq, replay)
+                with self.lock:
+                    self.pending[seq] = batch
+                return batch
+        return self.lease(seq, max_rows)
+
+    def prefetch(self, seq: int, max_rows: int) -> None:
+        """Lease batch `seq` in the background while Spark runs the current one."""
+        if not self.options.prefetch or self._stopping.is_set():
+            return
+        future = self._prefetcher.submit(self.lease, seq, max_rows)
+        self._prefetch = (seq, max_rows, future)
+
+    def _take_prefetch(self, seq: int) -> LeasedBatch | None:
+        prefetch, self._prefetch = self._prefetch, None
+        if prefetch is None:
+            return None
+        prefetch_seq, _, future = prefetch
+        try:
+            batch = future.result()
+        except Exception as error:  # a failed prefetch only costs a synchronous lease
+            log.warning("prefetching batch %d failed: %s", prefetch_seq, error)
+            return None
+        if prefetch_seq == seq:
+            return batch
+        self._hand_back(batch)
+        return None
+
+    def _hand_back(self, batch: LeasedBatch) -> None:
+        """Return a batch Spark will never see to its queues (ENQUEUE: no NACK counted)."""
+        with self.lock:
+            self.pending.pop(batch.seq, None)
+        for name, ids in batch.ids_by_node.items():
+            node = next(n for n in self.options.connection.nodes if address_text(n) == name)
+            try:
+                self.link(node).enqueue(ids)
+            except NodeError as error:
+                log.warning("handing back %d jobs to %s failed: %s", len(ids), name, error)
+        if self.journal is not None:
+            self.journal.delete(batch.seq)
+
+    def batch_for_replay(self, seq: int) -> LeasedBatch | None:
+        with self.lock:
+            batch = self.pending.get(seq)
+        if batch is not None:
+            return batch
+        if self.journal is not None:
+            replay = self.journal.load(seq)
+            if replay is not None:
+                batch = LeasedBatch.from_batches(seq, replay)
+                with self.lock:
+                    self.pending.setdefault(seq, batch)
+                return batch
+        return None
+
+    def holds_uncommitted_rows(self, seq: int) -> bool:
+        """Whether batch `seq` has jobs that Spark has not committed yet."""
+        if seq <= self.committed_seq or seq <= 0:
+            return False
+        batch = self.batch_for_replay(seq)
+        return batch is not None and batch.rows > 0
+
+    # -- acknowledging ----------------------------------------------------------------
+    def commit(self, end_seq: int) -> None:
+        """Ack every batch up to `end_seq` in the background; never raises, since an
+        exception in commit() kills the query, and a failed ack is simply retried."""
+        self.committed_seq = max(self.committed_seq, end_seq)
+        if self.journal is not None:
+            for seq in self.journal.pending():
+                if seq <= end_seq:
+                    self.batch_for_replay(seq)
+        self._acker.submit(self._ack_committed)
+
+    def _ack_committed(self) -> None:
+        while not self._stopping.is_set():
+            with self.lock:
+                due = [b for s, b in sorted(self.pending.items()) if s <= self.committed_seq]
+            failed = False
+            for batch in due:
+                if not self._ack_batch(batch):
+                    failed = True
+            if not failed:
+                return
+            time.sleep(ACK_RETRY_S)
+
+    def _ack_batch(self, batch: LeasedBatch) -> bool:
+        fast = self.options.ack == "fastack"
+        nodes = {address_text(node): node for node in self.options.connection.nodes}
+        for name in list(batch.ids_by_node):
+            node = nodes.get(name)
+            if node is None:  # journaled by a query with other nodes: parse the address
+                from conveyor.client._address import parse_address
+
+                node = parse_address(name)
+            try:
+                self.link(node).ack(batch.ids_by_node[name], fast)
+            except NodeError as error:
+                self._warn_once(f"ack:{name}", f"acking batch {batch.seq} on {name}: {error}")
+                return False
+            del batch.ids_by_node[name]
+        if self.journal is not None:
+            self.journal.delete(batch.seq)
+        with self.lock:
+            self.pending.pop(batch.seq, None)
+        return True
+
+    def idle(self) -> bool:
+        """No leased job is waiting for its ack (for tests and benchmarks)."""
+        with self.lock:
+            return not any(batch.ids_by_node for batch in self.pending.values())
+
+    # -- leases -----------------------------------------------------------------------
+    def _keep_leases(self) -> None:
+        """Send WORKING for every job leased and not acked yet, every `lease_s` seconds,
+        so jobs of a long batch are not handed to another consumer by their RETRY."""
+        while not self._stopping.wait(self.options.lease_s):
+            with self.lock:
+                held: dict[str, list[Any]] = {}
+                for batch in self.pending.values():
+                    for name, ids in batch.ids_by_node.items():
+                        held.setdefault(name, []).extend(ids)
+            for node in self.options.connection.nodes:
+                ids = held.get(address_text(node))
+                if not ids:
+                    continue
+                try:
+                    self.link(node).working(ids)
+                except NodeError as error:
+                    self._warn_once(f"working:{node}", f"WORKING on {node}: {error}")
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._prefetcher.shutdown(wait=False, cancel_futures=True)
+        self._acker.shutdown(wait=False, cancel_futures=True)
+
+
+class ConveyorStreamReader(DataSourceStreamReader):
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._driver: _DriverState | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get this object pickled: the driver-side state (sockets, threads,
+        # locks) stays behind.
+        state = dict(self.__dict__)
+        state["_driver"] = None
+        return state
+
+    def _state(self, start: dict[str, Any]) -> _DriverState:
+        if self._driver is None or self._driver.run != start["run"]:
+            if self._driver is not None:
+                self._driver.stop()
+            self._driver = _DriverState(self.options, str(start["run"]))
+        return self._driver
+
+    def initialOffset(self) -> dict[str, Any]:
+        return offset(uuid.uuid4().hex[:16], 0)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_jobs_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(max_rows=self.options.max_jobs_per_trigger)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        state = self._state(start)
+        seq = int(start["seq"])
+        # ReadAllAvailable (and any other limit) still leases at most the safety cap.
+        max_rows = ALL_AVAILABLE_CAP
+        if isinstance(limit, ReadMaxRows):
+            max_rows = max(1, min(int(limit.max_rows), ALL_AVAILABLE_CAP))
+        batch = state.take(seq + 1, max_rows)
+        if batch.rows:
+            state.prefetch(seq + 2, max_rows)
+            return offset(state.run, seq + 1)
+        if state.holds_uncommitted_rows(seq):
+            # Spark commits batch `seq` only when it plans a later one: an empty batch
+            # gets the last jobs acked while the queues stay empty.
+            return offset(state.run, seq + 1)
+        with state.lock:
+            state.pending.pop(seq + 1, None)
+        return start
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        state = self._state(end)
+        parts: list[InputPartition] = []
+        for seq in range(int(start["seq"]) + 1, int(end["seq"]) + 1):
+            batch = state.batch_for_replay(seq)
+            if batch is None:
+                if state.journal is None:
+                    log.warning(
+                        "batch %d cannot be replayed (no journal option): its jobs go back "
+                        "to their queues when their RETRY elapses",
+                        seq,
+                    )
+                continue
+            total = batch.rows
+            for node_batch in batch.batches:
+                share = round(self.options.num_partitions * node_batch.num_rows / total)
+                for piece in rows.split(node_batch, max(1, share)):
+                    parts.append(InputPartition(rows.to_ipc([piece])))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return rows.from_ipc(partition.value)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        try:
+            self._state(end).commit(int(end["seq"]))
+        except Exception as error:  # an exception here would kill the query
+            log.warning("commit of batch %s failed (will retry): %s", end.get("seq"), error)
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.stop()
+            self._driver = None
