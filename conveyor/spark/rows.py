@@ -36,20 +36,32 @@ def _text(value: bytes | str) -> str:
 
 def leased_batch(jobs: Sequence[list[Any]], node: str, fetched_at_us: int) -> pa.RecordBatch:
     """Jobs as GETJOB WITHCOUNTERS returns them ([queue, id, body, "nacks", n,
-    "additional-deliveries", n]) as one RecordBatch."""
+    "additional-deliveries", n]) as one RecordBatch.
+
+    The columns come from one C-level transposition (`zip(*jobs)`), and pyarrow takes the
+    queue and ID bytes for its string columns as they are (checking they are UTF-8), so
+    no Python code runs per job."""
     count = len(jobs)
+    queues, ids, bodies, _, nacks, _, additional = zip(*jobs, strict=True)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([_text(job[0]) for job in jobs], pa.string()),
-            pa.array([_text(job[1]) for job in jobs], pa.string()),
-            pa.array([job[2] for job in jobs], pa.binary()),
-            pa.array([job[4] for job in jobs], pa.int64()),
-            pa.array([job[6] for job in jobs], pa.int64()),
+            _strings(queues),
+            _strings(ids),
+            pa.array(bodies, pa.binary()),
+            pa.array(nacks, pa.int64()),
+            pa.array(additional, pa.int64()),
             pa.array([node] * count, pa.string()),
             pa.array([fetched_at_us] * count, pa.timestamp("us", tz="UTC")),
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+def _strings(values: Sequence[bytes]) -> pa.Array:
+    try:
+        return pa.array(values, pa.string())
+    except pa.ArrowInvalid:  # not UTF-8 (queue names are any bytes): replace, as Spark would
+        return pa.array([_text(value) for value in values], pa.string())
 
 
 def rows_batch(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
