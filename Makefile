@@ -9,7 +9,7 @@ DATA      ?= ./data
 DEBS      := redis-server redis-tools openjdk-17-jre-headless
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
-.PHONY: run test bench bench-pressure lint sysdeps venv clean
+.PHONY: run test bench bench-pressure bench-spark lint sysdeps venv clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -43,6 +43,9 @@ bench: sysdeps $(STAMP)
 
 bench-pressure: sysdeps $(STAMP)
 	$(PY) -m bench.pressure_bench
+
+bench-spark: sysdeps $(STAMP)
+	$(PY) -m bench.spark_bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

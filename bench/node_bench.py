@@ -7,11 +7,13 @@ Prints, side by side:
 - p50/p99 add-to-receive latency at 2,000 jobs/s;
 - resident bytes per queued 100-byte job at 1,000,000 jobs;
 - idle CPU of a node holding one job;
-- a py-spy profile (self time by function) of the node during ADDJOB and GETJOB.
+- a py-spy profile (self time by function) of the node during ADDJOB and GETJOB;
+- with `--only eventlog`: ADDJOB -P 1 and -P 16 with the job-event log off and on,
+  alternating fresh nodes for several rounds, and the on/off ratio (target >= 0.90).
 
 The machine is shared and noisy: compare ratios measured in the same run, not absolute
 figures across runs. Every phase is bounded in count and time.
-Usage: python -m bench.node_bench [--quick] [--json FILE]
+Usage: python -m bench.node_bench [--quick] [--json FILE] [--only PHASES] [--rounds N]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import multiprocessing
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -70,12 +73,14 @@ def wait_for_ping(port: int, timeout_s: float = 15.0) -> None:
 
 
 @contextmanager
-def conveyor_node(workdir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+def conveyor_node(workdir: Path, *extra: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     port = free_port()
     data = workdir / f"node-{port}"
     data.mkdir(parents=True)
+    command = [sys.executable, "-m", "conveyor.cli", "server"]
+    command += ["--port", str(port), "--dir", str(data), *extra]
     process = subprocess.Popen(
-        [sys.executable, "-m", "conveyor.cli", "server", "--port", str(port), "--dir", str(data)],
+        command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -353,6 +358,9 @@ def print_report(results: dict[str, object]) -> None:
 
 
 PHASES = ("ops", "e2e", "latency", "memory")
+# Not part of the default run: compares the node with itself.
+EXTRA_PHASES = ("eventlog",)
+EVENT_LOG_TARGET = 0.90
 
 
 def main() -> None:
@@ -360,10 +368,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
-        "--only", default=",".join(PHASES), help=f"comma-separated phases of {PHASES}"
+        "--only",
+        default=",".join(PHASES),
+        help=f"comma-separated phases of {PHASES + EXTRA_PHASES}",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="eventlog: off/on node pairs to run (default 3)"
     )
     options = parser.parse_args()
     phases = set(options.only.split(","))
+    unknown = phases - set(PHASES) - set(EXTRA_PHASES)
+    if unknown:
+        parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     scale = 10 if options.quick else 1
     requests_p1 = 100_000 // scale
     requests_p16 = 400_000 // scale
@@ -381,6 +397,8 @@ def main() -> None:
             with conveyor_node(workdir) as (port, _):
                 p50, p99 = latency_at_rate(port, 2000, 10_000 // scale)
                 results["latency_p50_ms"], results["latency_p99_ms"] = p50, p99
+        if "eventlog" in phases:
+            run_event_log(workdir, results, requests_p1, requests_p16, options.rounds)
         if "memory" in phases:
             with conveyor_node(workdir) as (port, process):
                 results["idle_cpu_percent"] = idle_cpu_percent(port, process.pid, 20.0 / scale)
@@ -396,6 +414,93 @@ def main() -> None:
                 print(f"{key}: {value:,.2f}" if isinstance(value, float) else f"{key}: {value}")
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
+
+
+@contextmanager
+def counting_instructions(pid: int, out: Path) -> Iterator[dict[str, int]]:
+    """Instructions the process runs inside the block, as {"instructions:u": n, ...}.
+
+    Far steadier than ops/s on a shared VM. Empty when perf is missing or not allowed.
+    """
+    counts: dict[str, int] = {}
+    perf = shutil.which("perf")
+    if perf is None:
+        yield counts
+        return
+    process = subprocess.Popen(
+        [perf, "stat", "-x", ",", "-e", "instructions:u,instructions:k", "-p", str(pid),
+         "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(0.3)  # attached before the load starts
+    try:
+        yield counts
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(10)
+        for line in out.read_text().splitlines() if out.exists() else ():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[0].isdigit():
+                counts[fields[2]] = int(fields[0])
+
+
+def run_event_log(
+    workdir: Path, results: dict[str, object], requests_p1: int, requests_p16: int, rounds: int
+) -> None:
+    """ADDJOB with the job-event log off and on: fresh nodes, alternated, same run.
+
+    The machine drifts by tens of percent between minutes, so off and on are measured
+    back to back in each round and the ratio is taken per round, then the median. The
+    node's instructions per ADDJOB (user + kernel, perf stat) are the steadier figure.
+    """
+    add = (b"ADDJOB", b"q", BODY, b"0")
+    figures: dict[str, list[float]] = collections.defaultdict(list)
+    for round_number in range(rounds):
+        for label in ("off", "on"):
+            extra = ("--event-log", str(workdir / "events")) if label == "on" else ()
+            with conveyor_node(workdir, *extra) as (port, process):
+                redis_benchmark(port, 20_000, 16, b"ADDJOB", b"warm-up", BODY, b"0")
+                for pipeline, requests in ((1, requests_p1), (16, requests_p16)):
+                    perf_out = workdir / f"perf-{port}-{pipeline}.txt"
+                    with counting_instructions(process.pid, perf_out) as counts:
+                        ops = redis_benchmark(port, requests, pipeline, *add)
+                    figures[f"p{pipeline}_{label}"].append(ops)
+                    if counts:
+                        per_add = sum(counts.values()) / requests
+                        figures[f"p{pipeline}_{label}_instr"].append(per_add)
+        line = []
+        for pipeline in (1, 16):
+            key = f"p{pipeline}"
+            ratio = figures[f"{key}_on"][-1] / figures[f"{key}_off"][-1]
+            figures[f"{key}_ratio"].append(ratio)
+            text = (
+                f"P{pipeline} off {figures[f'{key}_off'][-1]:,.0f} "
+                f"on {figures[f'{key}_on'][-1]:,.0f} ops/s ({ratio:.3f})"
+            )
+            if figures[f"{key}_on_instr"]:
+                cost = figures[f"{key}_on_instr"][-1] / figures[f"{key}_off_instr"][-1] - 1
+                figures[f"{key}_instr_cost"].append(cost)
+                text += (
+                    f", instructions/ADDJOB off {figures[f'{key}_off_instr'][-1]:,.0f} "
+                    f"on {figures[f'{key}_on_instr'][-1]:,.0f} ({cost:+.1%})"
+                )
+            line.append(text)
+        print(f"round {round_number + 1}: " + "; ".join(line), flush=True)
+    written = sum(path.stat().st_size for path in (workdir / "events").glob("*.jsonl"))
+    for pipeline in (1, 16):
+        key = f"p{pipeline}"
+        for name in ("off", "on", "ratio", "off_instr", "on_instr", "instr_cost"):
+            if figures[f"{key}_{name}"]:
+                results[f"eventlog_addjob_{key}_{name}"] = statistics.median(
+                    figures[f"{key}_{name}"]
+                )
+        ratio = results[f"eventlog_addjob_{key}_ratio"]
+        verdict = "met" if ratio >= EVENT_LOG_TARGET else "MISSED"  # type: ignore[operator]
+        results[f"eventlog_addjob_{key}_verdict"] = (
+            f"median on/off {ratio:.3f}, target >= {EVENT_LOG_TARGET}: {verdict}"
+        )
+    results["eventlog_bytes_written"] = written
 
 
 def run_ops(

@@ -73,8 +73,12 @@ def spark_consumption(
 
     spark = local_session(master, app_name="conveyor-bench", conf={"spark.driver.memory": "4g"})
     register(spark)
-    # Warm the JVM and the Python workers once, so the figure is the query's, not Spark's.
+    # Warm the JVM and the Python workers (a batch read of an empty queue imports the
+    # data source in them) once, so the figure is the query's, not the session's.
     spark.range(1000).selectExpr("sum(id)").collect()
+    spark.read.format("conveyor").option("nodes", f"127.0.0.1:{port}").option(
+        "queues", "warm-up"
+    ).load().collect()
     frame = (
         spark.readStream.format("conveyor")
         .option("nodes", f"127.0.0.1:{port}")
@@ -104,6 +108,9 @@ def spark_consumption(
                     break
                 time.sleep(0.05)
             elapsed = time.perf_counter() - started
+            batches = [
+                (p["batchId"], p["numInputRows"], p["durationMs"]) for p in query.recentProgress
+            ]
         finally:
             query.stop()
             spark.stop()
@@ -116,6 +123,7 @@ def spark_consumption(
         "steady_jobs_per_s": round((done - first_batch_rows) / steady_s) if steady_s else 0,
         "batch_rows": batch_rows,
         "left_on_node": remaining,
+        "batches": batches,
     }
 
 

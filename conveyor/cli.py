@@ -15,6 +15,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "server": "conveyor.node.cli:server",
     "cli": "conveyor.client.cli:cli",
     "pressure": "conveyor.pressure.cli:pressure",
+    "analyze": "conveyor.spark.analyze_cli:analyze_command",
 }
 
 

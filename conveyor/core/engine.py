@@ -43,7 +43,11 @@ QUEUE_GC_IDLE_MS = 300_000
 JOB_OVERHEAD_BYTES = 420
 QUEUE_OVERHEAD_BYTES = 900
 
-# Listener events, in a job's life order.
+# Listener events, in a job's life order. Every entry into a queue gives "queued" (the
+# first) or "requeued" (any later one, a dead-letter move included: "dead-lettered",
+# carrying the queue the job leaves, comes just before it); every way a job is freed
+# gives exactly one of acked, expired, deleted or evicted. The job's counters are already
+# updated when an event is emitted (a "nacked" job counts that NACK).
 EV_ADDED = "added"
 EV_QUEUED = "queued"
 EV_DELIVERED = "delivered"
@@ -56,6 +60,7 @@ EV_DEAD_LETTERED = "dead-lettered"
 EV_EVICTED = "evicted"
 
 Listener = Callable[[str, Job, int], None]
+AddedQueuedListener = Callable[[Job, int], None]
 Wakeup = tuple[Waiter, list[Job] | None]
 
 
@@ -102,6 +107,10 @@ class Engine:
         self._amo_delivered: OrderedDict[bytes, Job] = OrderedDict()
         self.wakeups: list[Wakeup] = []
         self.listener: Listener | None = None
+        # Optional: ADDJOB's hot path calls it once, after queueing, instead of
+        # listener(EV_ADDED) + listener(EV_QUEUED): the same two events for one call,
+        # which is what keeps the job-event log cheap on producers.
+        self.added_queued_listener: AddedQueuedListener | None = None
         self.leaving = False
         self.cluster_size = 1
         self.reachable_nodes = 0
@@ -168,26 +177,18 @@ class Engine:
             retry_s,
             now_ms,
         )
-        if self.listener is not None:
-            self._emit(EV_ADDED, job, now_ms)
+        self._emit(EV_ADDED, job, now_ms)
         if args.delay_s:
             job.qtime = now_ms + args.delay_s * 1000
             self.timers.file_job(job, job.qtime, now_ms)
         else:
-            self._enqueue(job, now_ms, nack=False)
+            self._enqueue(job, now_ms)
         return job
 
     def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
         """ADDJOB with no options: the producer hot path, same outcome as add_job."""
         queue = self.queues.get(queue_name)
-        if (
-            queue is None
-            or queue.blocked
-            or queue.pause
-            or self.leaving
-            or self.cluster_size > 1
-            or self.listener is not None
-        ):
+        if queue is None or queue.blocked or queue.pause or self.leaving or self.cluster_size > 1:
             repl = min(self.cluster_size, 3)
             args = AddJobArgs(queue_name, body, repl, 0, None, None, None, False)
             return self.add_job(args, now_ms)
@@ -201,6 +202,10 @@ class Engine:
             MAX_DEFAULT_RETRY_S,
             now_ms,
         )
+        listener = self.listener
+        added_queued = self.added_queued_listener
+        if listener is not None and added_queued is None:
+            listener(EV_ADDED, job, now_ms)
         # What _enqueue does for a first queueing that nobody waits for: no counters,
         # no dead-letter rule, no waiters to serve (ruled out above).
         job.state = QUEUED
@@ -208,6 +213,10 @@ class Engine:
         queue.push(job)
         queue.atime_ms = now_ms
         self.timers.file_job(job, job.etime, now_ms)
+        if added_queued is not None:
+            added_queued(job, now_ms)
+        elif listener is not None:
+            listener(EV_QUEUED, job, now_ms)
         return job
 
     def _register(
@@ -232,16 +241,14 @@ class Engine:
         return job
 
     # -- queueing -----------------------------------------------------------------------
-    def _enqueue(self, job: Job, now_ms: int, nack: bool) -> bool:
+    def _enqueue(self, job: Job, now_ms: int) -> bool:
         """Put an active job in its queue. Returns False when it can't be (re)queued."""
         if job.state == QUEUED:
             return False
         flags = job.flags
         if flags & DELIVERED and job.retry == 0:
             return False  # at-most-once: delivered means gone for good
-        if nack:
-            job.nacks += 1
-        elif flags & NACK_PENDING:
+        if flags & NACK_PENDING:
             pass  # counted when the NACK came in
         elif flags & QUEUED_ONCE:
             job.additional_deliveries += 1
@@ -255,9 +262,10 @@ class Engine:
             and config.deadletter_queue
             and job.queue != config.deadletter_queue
         ):
-            job.queue = config.deadletter_queue
             self.dead_lettered_jobs += 1
+            # Emitted with the queue the job leaves: the "requeued" below names the other.
             self._emit(EV_DEAD_LETTERED, job, now_ms)
+            job.queue = config.deadletter_queue
         job.state = QUEUED
         job.qtime = 0
         queue = self.queues.get(job.queue)
@@ -268,8 +276,9 @@ class Engine:
         # A queued job never requeues, so only its expiry matters; refiling makes any
         # entry for an earlier requeue time stale.
         self.timers.file_job(job, job.etime, now_ms)
-        if self.listener is not None:
-            self._emit(EV_REQUEUED if requeue else EV_QUEUED, job, now_ms)
+        listener = self.listener
+        if listener is not None:
+            listener(EV_REQUEUED if requeue else EV_QUEUED, job, now_ms)
         if queue.blocked and not queue.pause & PAUSE_OUT:
             self._serve_waiters(queue, now_ms)
         return True
@@ -300,8 +309,9 @@ class Engine:
             self.timers.file_job(job, when if when < job.etime else job.etime, now_ms)
         else:
             self._amo_delivered[job.id] = job
-        if self.listener is not None:
-            self._emit(EV_DELIVERED, job, now_ms)
+        listener = self.listener
+        if listener is not None:
+            listener(EV_DELIVERED, job, now_ms)
 
     # -- GETJOB -------------------------------------------------------------------------
     def get_jobs(self, queue_names: list[bytes], count: int, now_ms: int) -> list[Job]:
@@ -406,8 +416,9 @@ class Engine:
         if not job.retry:
             self._amo_delivered.pop(job.id, None)
         self.jobs_bytes -= JOB_OVERHEAD_BYTES + len(job.body)
-        if self.listener is not None:
-            self._emit(event, job, now_ms)
+        listener = self.listener
+        if listener is not None:
+            listener(event, job, now_ms)
         if was_queued:
             # Only leaving the queue can make it collectable; freeing a delivered job
             # changes nothing the queue's garbage collection looks at.
@@ -473,16 +484,17 @@ class Engine:
                 continue
             if job.flags & DELIVERED and job.retry == 0:
                 continue
-            if self.listener is not None:
-                self._emit(EV_NACKED, job, now_ms)
+            # Counted now, so the "nacked" event shows it; the queueing (at once or after
+            # DELAY) sees NACK_PENDING and does not count it again.
+            job.nacks += 1
+            job.flags |= NACK_PENDING
+            self._emit(EV_NACKED, job, now_ms)
             if delay_s:
-                # Counted now; the timed queueing must not count it again.
-                job.nacks += 1
-                job.flags |= NACK_PENDING | QUEUED_ONCE
+                job.flags |= QUEUED_ONCE
                 job.qtime = now_ms + delay_s * 1000
                 self.timers.file_job(job, job.awake_at(), now_ms)
                 moved += 1
-            elif self._enqueue(job, now_ms, nack=True):
+            elif self._enqueue(job, now_ms):
                 moved += 1
         return moved
 
@@ -490,7 +502,7 @@ class Engine:
         moved = 0
         for job_id in ids:
             job = self.jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and self._enqueue(job, now_ms, nack=False):
+            if job is not None and job.state == ACTIVE and self._enqueue(job, now_ms):
                 moved += 1
         return moved
 
@@ -597,7 +609,7 @@ class Engine:
                 if queue is not None and queue.pause & PAUSE_IN:
                     job.qtime = now_ms + max(job.retry, 1) * 1000
                 else:
-                    self._enqueue(job, now_ms, nack=False)
+                    self._enqueue(job, now_ms)
             if job.state != DELETED and job.awake == 0:
                 self.timers.file_job(job, job.awake_at(), now_ms)
         for callback, arg in self.timers.due_calls(now_ms):
@@ -615,7 +627,7 @@ class Engine:
             self._free(job, now_ms, EV_EVICTED)
         return freed
 
-    def flush_all(self) -> None:
+    def flush_all(self, now_ms: int) -> None:
         """Drop every job and queue; blocked clients are answered with nothing (wakeups)."""
         for queue in self.queues.values():
             # unblock() trims the deques it walks, hence the copies.
@@ -623,8 +635,12 @@ class Engine:
                 if not waiter.done:
                     self.unblock(waiter)
                     self.wakeups.append((waiter, None))
+        listener = self.listener
         for job in self.jobs.values():
             job.state = DELETED
+            if listener is not None:
+                # Every job ends with an event, even when an operator drops them all.
+                listener(EV_DELETED, job, now_ms)
         self.jobs.clear()
         self.queues.clear()
         self._amo_delivered.clear()

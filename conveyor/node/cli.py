@@ -51,7 +51,12 @@ def run(config: Config) -> None:
     configure_logging(config)
     data_dir = Path(config["dir"])
     data_dir.mkdir(parents=True, exist_ok=True)
-    node = Server(config)
+    try:
+        node = Server(config)
+    except ConfigError as exc:  # a directive that parsed but can't be used (event-log)
+        click.echo("*** FATAL CONFIG FILE ERROR ***", err=True)
+        click.echo(f">>> {exc}", err=True)
+        sys.exit(1)
     try:
         import uvloop
 

@@ -155,7 +155,7 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         mode = args[2].lower() if argc == 3 else b"soft"
         if mode not in (b"soft", b"hard"):
             return error(SYNTAX)
-        server.engine.flush_all()  # blocked clients get a null reply via the wakeups
+        server.engine.flush_all(server.now)  # blocked clients get a null reply via the wakeups
         if mode == b"hard":
             server.reset_node_id()
         return OK
@@ -167,7 +167,7 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
     if sub == b"flushall" and argc == 2:
-        server.engine.flush_all()  # blocked clients get a null reply via the wakeups
+        server.engine.flush_all(server.now)  # blocked clients get a null reply via the wakeups
         return OK
     if sub == b"sleep" and argc == 3:
         try:

@@ -145,6 +145,8 @@ DIRECTIVES: dict[str, Directive] = {
         _d("max-deliveries", "int", 0, True, minimum=0),
         _d("deadletter-queue", "string", "", True),
         _d("proto-max-bulk-len", "memory", 512 * 1024**2, True, minimum=1024),
+        # Directory of the job-event log, relative to `dir`; "" = off (event_log.py).
+        _d("event-log", "string", "", True),
     )
 }
 
@@ -161,7 +163,8 @@ class Config:
     explicit: list[str] = field(default_factory=list)
     # rename-command lines: lower-case name -> new name ("" disables the command).
     renamed_commands: dict[str, str] = field(default_factory=dict)
-    # Called with the directive name after a successful CONFIG SET.
+    # Called with the directive name after a successful CONFIG SET; raising ConfigError
+    # undoes the change and becomes CONFIG SET's error.
     on_change: Callable[[str], None] | None = None
 
     def __getitem__(self, name: str) -> Any:
@@ -184,6 +187,8 @@ class Config:
         directive = DIRECTIVES.get(name)
         if directive is None:
             raise ConfigError("Bad directive or wrong number of arguments")
+        if not directive.multi and len(args) != 1:
+            raise ConfigError(f"'{name}' takes one argument, got {len(args)}")
         try:
             self.values[name] = directive.parse(args)
         except ValueError:
@@ -244,11 +249,19 @@ class Config:
             raise ConfigError(f"Invalid argument '{value}' for CONFIG SET '{name}'") from None
         if name == "dir" and not os.path.isdir(parsed):
             raise ConfigError(f"Invalid argument '{value}' for CONFIG SET '{name}'")
+        previous = self.values[name]
         self.values[name] = parsed
+        if self.on_change is not None:
+            try:
+                self.on_change(name)
+            except ConfigError as exc:
+                # The node could not apply it (e.g. an event-log directory it can't use).
+                self.values[name] = previous
+                raise ConfigError(
+                    f"Invalid argument '{value}' for CONFIG SET '{name}': {exc}"
+                ) from None
         if name not in self.explicit:
             self.explicit.append(name)
-        if self.on_change is not None:
-            self.on_change(name)
 
     def rewrite(self) -> None:
         """Write current values into the config file, keeping its other lines in place."""

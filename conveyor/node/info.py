@@ -14,7 +14,9 @@ from conveyor import __version__
 if TYPE_CHECKING:
     from conveyor.node.server import Server
 
-DEFAULT_SECTIONS = ("server", "clients", "memory", "jobs", "queues", "persistence", "stats", "cpu")
+DEFAULT_SECTIONS = (
+    "server", "clients", "memory", "jobs", "queues", "persistence", "eventlog", "stats", "cpu",
+)  # fmt: skip
 ALL_SECTIONS = (*DEFAULT_SECTIONS, "commandstats")
 
 
@@ -108,6 +110,20 @@ def _persistence(server: Server) -> dict[str, object]:
     }
 
 
+def _eventlog(server: Server) -> dict[str, object]:
+    event_log = server.event_log
+    counters = server.event_log_counters
+    return {
+        "event_log_enabled": int(event_log is not None),
+        # The file this hour's events go to.
+        "event_log_file": str(event_log.path_for(server.now)) if event_log else "",
+        "event_log_events": counters.events,
+        "event_log_bytes": counters.bytes,
+        "event_log_dropped": counters.dropped,
+        "event_log_buffered": event_log.buffered() if event_log else 0,
+    }
+
+
 def _stats(server: Server) -> dict[str, object]:
     stats = server.stats
     processed = server.commands_processed()
@@ -169,6 +185,7 @@ _SECTIONS = {
     "jobs": ("Jobs", _jobs),
     "queues": ("Queues", _queues),
     "persistence": ("Persistence", _persistence),
+    "eventlog": ("Eventlog", _eventlog),
     "stats": ("Stats", _stats),
     "cpu": ("CPU", _cpu),
     "commandstats": ("Commandstats", _commandstats),

@@ -23,7 +23,8 @@ from conveyor.core.errors import CommandError
 from conveyor.core.waiters import Waiter
 from conveyor.node import gc_policy, nodeid
 from conveyor.node.commands import COMMANDS, Command
-from conveyor.node.config import Config
+from conveyor.node.config import Config, ConfigError
+from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.replies import encode_getjob_reply
 from conveyor.node.stats import Stats
 from conveyor.protocol.resp import (
@@ -36,6 +37,8 @@ from conveyor.protocol.resp import (
 log = logging.getLogger("conveyor.node")
 
 _perf_ns = time.perf_counter_ns
+# Buffered job events are written at most this long after they happen (event_log.py).
+EVENT_LOG_FLUSH_S = 1.0
 
 
 def now_ms() -> int:
@@ -180,6 +183,10 @@ class Server:
         self._unix_server: asyncio.AbstractServer | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._update_memory_guard()
+        self.event_log: EventLog | None = None
+        self.event_log_counters = EventLogCounters()
+        self._event_log_timer: asyncio.TimerHandle | None = None
+        self._configure_event_log()
 
     def reset_node_id(self) -> None:
         """CLUSTER RESET HARD: a new identity, on disk and in new job IDs."""
@@ -187,6 +194,8 @@ class Server:
         path.unlink(missing_ok=True)
         self.node_id = nodeid.load_or_create(path, self.config["port"])
         self.engine.set_node_id(self.node_id)
+        if self.event_log is not None:
+            self.event_log.set_node_id(self.node_id)
 
     def _engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -203,6 +212,36 @@ class Server:
             self._arm_idle_check()
         elif name == "loglevel":
             configure_logging(self.config)
+        elif name == "event-log":
+            self._configure_event_log()
+
+    def event_log_dir(self) -> Path | None:
+        """The event-log directory: `event-log` resolved against the data directory."""
+        value = self.config["event-log"]
+        return self.data_dir / value if value else None
+
+    def _configure_event_log(self) -> None:
+        """Open (or switch, or close) the job-event log; ConfigError if unusable."""
+        directory = self.event_log_dir()
+        new_log = None
+        if directory is not None:
+            try:
+                new_log = EventLog(directory, self.node_id, self.event_log_counters)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot use event-log directory '{directory}': {exc.strerror or exc}"
+                ) from None
+        if self.event_log is not None:
+            self.event_log.flush()
+        self.event_log = new_log
+        engine = self.engine
+        engine.listener = new_log.record if new_log is not None else None
+        engine.added_queued_listener = new_log.record_added_queued if new_log is not None else None
+
+    def _flush_event_log(self) -> None:
+        self._event_log_timer = None
+        if self.event_log is not None:
+            self.event_log.flush()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -279,6 +318,9 @@ class Server:
             callback()
         if self._timer is not None:
             self._timer.cancel()
+        if self._event_log_timer is not None:
+            self._event_log_timer.cancel()
+            self._event_log_timer = None
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         if self._asyncio_server is not None:
@@ -292,6 +334,8 @@ class Server:
             conn.close()
         if self._asyncio_server is not None:
             await self._asyncio_server.wait_closed()
+        if self.event_log is not None:
+            self.event_log.flush()
         log.warning("Conveyor is now ready to exit, bye bye...")
 
     # -- clients -----------------------------------------------------------------------------
@@ -397,6 +441,12 @@ class Server:
             self._timer_deadline is None or deadline < self._timer_deadline
         ):
             self._arm_timer(deadline)
+        # The log flushes itself when its buffer is full; the timer bounds how long an
+        # event waits otherwise, and is armed only while something is buffered, so an
+        # idle node stays asleep. Checked in the cheapest order: this runs per read.
+        if self._event_log_timer is None and self.event_log is not None and self.event_log.parts:
+            assert self.loop is not None
+            self._event_log_timer = self.loop.call_later(EVENT_LOG_FLUSH_S, self._flush_event_log)
 
     def _deliver_wakeups(self) -> None:
         for waiter, jobs in self.engine.take_wakeups():

@@ -125,9 +125,13 @@ class ReadOptions:
     num_partitions: int
     prefetch: bool
     state: str  # batch read: the JSCAN state filter ("queued", ... or "any")
+    exchange: str  # how rows reach executors: "file" (a spool file) or "inline" (pickled)
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+EXCHANGES = ("auto", "file", "inline")
+
+
+def parse_read_options(options: Mapping[str, str], default_exchange: str = "inline") -> ReadOptions:
     ack = (_get(options, "ack") or "ackjob").strip().lower()
     if ack not in ACK_MODES:
         raise OptionError(f"option ack must be ackjob or fastack, got {ack!r}")
@@ -143,6 +147,9 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         raise OptionError(
             f"option state must be one of queued, active, wait-repl, acked, any; got {state!r}"
         )
+    exchange = (_get(options, "exchange") or "auto").strip().lower()
+    if exchange not in EXCHANGES:
+        raise OptionError(f"option exchange must be auto, file or inline, got {exchange!r}")
     return ReadOptions(
         connection=parse_connection(options),
         queues=parse_queues(_get(options, "queues")),
@@ -153,6 +160,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         num_partitions=_int(options, "numPartitions", 2, minimum=1) or 2,
         prefetch=_bool(options, "prefetch", True),
         state=state,
+        exchange=default_exchange if exchange == "auto" else exchange,
     )
 
 

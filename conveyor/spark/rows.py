@@ -8,6 +8,7 @@ the executors); they must match the Spark schema exactly, timestamps included
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -38,23 +39,25 @@ def leased_batch(jobs: Sequence[list[Any]], node: str, fetched_at_us: int) -> pa
     """Jobs as GETJOB WITHCOUNTERS returns them ([queue, id, body, "nacks", n,
     "additional-deliveries", n]) as one RecordBatch.
 
-    The columns come from one C-level transposition (`zip(*jobs)`), and pyarrow takes the
-    queue and ID bytes for its string columns as they are (checking they are UTF-8), so
-    no Python code runs per job."""
+    Each column is one C-level `map(itemgetter(i), jobs)`, and pyarrow takes the queue and
+    ID bytes for its string columns as they are (checking they are UTF-8), so no Python
+    code runs per job."""
     count = len(jobs)
-    queues, ids, bodies, _, nacks, _, additional = zip(*jobs, strict=True)
     return pa.RecordBatch.from_arrays(
         [
-            _strings(queues),
-            _strings(ids),
-            pa.array(bodies, pa.binary()),
-            pa.array(nacks, pa.int64()),
-            pa.array(additional, pa.int64()),
+            _strings(list(map(_QUEUE, jobs))),
+            _strings(list(map(_ID, jobs))),
+            pa.array(list(map(_BODY, jobs)), pa.binary()),
+            pa.array(list(map(_NACKS, jobs)), pa.int64()),
+            pa.array(list(map(_ADDITIONAL, jobs)), pa.int64()),
             pa.array([node] * count, pa.string()),
             pa.array([fetched_at_us] * count, pa.timestamp("us", tz="UTC")),
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+_QUEUE, _ID, _BODY, _NACKS, _ADDITIONAL = (itemgetter(index) for index in (0, 1, 2, 4, 6))
 
 
 def _strings(values: Sequence[bytes]) -> pa.Array:
@@ -91,9 +94,11 @@ def from_ipc(payload: bytes) -> Iterator[pa.RecordBatch]:
     yield from reader
 
 
-def split(batch: pa.RecordBatch, parts: int) -> list[pa.RecordBatch]:
-    """`batch` cut into at most `parts` slices of near-equal size (no copy)."""
-    rows = batch.num_rows
-    parts = max(1, min(parts, rows))
-    size = -(-rows // parts)
-    return [batch.slice(start, size) for start in range(0, rows, size)]
+def group(batches: Sequence[pa.RecordBatch], parts: int) -> list[list[pa.RecordBatch]]:
+    """`batches` cut into at most `parts` runs of near-equal row counts, in order (slices
+    share the batches' memory)."""
+    table = pa.Table.from_batches(batches, ARROW_SCHEMA)
+    total = table.num_rows
+    parts = max(1, min(parts, total))
+    size = -(-total // parts)
+    return [table.slice(start, size).to_batches() for start in range(0, total, size)]

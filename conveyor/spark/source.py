@@ -26,6 +26,11 @@ class ConveyorDataSource(DataSource):
     jobs acked when Spark commits their batch. Batch read: a snapshot without consuming.
     Write (batch or streaming): a `body` column and a `queue` column or option."""
 
+    # How the streaming reader hands rows to executors when option exchange is "auto".
+    # "inline" (rows pickled into each partition) works on any cluster; `register()`
+    # registers a subclass with "file" when the session runs in local mode.
+    default_exchange = "inline"
+
     @classmethod
     def name(cls) -> str:
         return "conveyor"
@@ -41,7 +46,7 @@ class ConveyorDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from conveyor.spark.stream_reader import ConveyorStreamReader
 
-        return ConveyorStreamReader(parse_read_options(self.options))
+        return ConveyorStreamReader(parse_read_options(self.options, self.default_exchange))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from conveyor.spark.writer import ConveyorBatchWriter, check_write_schema

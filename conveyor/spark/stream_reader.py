@@ -16,12 +16,16 @@ exactly on restart, see `journal.py`).
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -36,8 +40,11 @@ from conveyor.spark.options import ALL_AVAILABLE_CAP, ReadOptions, address_text
 
 log = logging.getLogger("conveyor.spark")
 
+_JOB_ID = itemgetter(1)
+
 # How long a failed ack round waits before trying again on its own (commits also retry).
 ACK_RETRY_S = 1.0
+ACK_RETRY_LIMIT_S = 60.0
 
 
 @dataclass
@@ -64,6 +71,27 @@ class LeasedBatch:
         return cls(seq, [batch for batch in batches if batch.num_rows], ids_by_node)
 
 
+class SpoolPartition(InputPartition):
+    """A partition whose rows wait in a file the driver wrote (option exchange=file).
+
+    Pickling 10-20 MB of rows per partition through the JVM costs Spark about as much as
+    the rest of the batch; in local mode the executors can simply read a file."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+
+    def load(self) -> bytes:
+        try:
+            with open(self.value, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            raise RuntimeError(
+                f"conveyor: partition file {self.value} is not visible on this executor; "
+                "use option exchange=inline when executors do not share the driver's "
+                "filesystem"
+            ) from None
+
+
 def offset(run: str, seq: int) -> dict[str, Any]:
     # Spark compares offsets as JSON strings: always the same keys in the same order.
     return {"run": run, "seq": seq}
@@ -86,8 +114,29 @@ class _DriverState:
         self._acker = ThreadPoolExecutor(1, thread_name_prefix="conveyor-ack")
         self._stopping = threading.Event()
         self._warned: set[str] = set()
+        self._spool_dir: Path | None = None
         if options.lease_s > 0:
             threading.Thread(target=self._keep_leases, name="conveyor-lease", daemon=True).start()
+
+    # -- spool files (exchange=file) ---------------------------------------------------
+    def spool(self, seq: int, index: int, payload: bytes) -> str:
+        """Write one partition's rows where the executors will read them."""
+        if self._spool_dir is None:
+            # Spark's own scratch space for this application (removed when it stops),
+            # else the system's temporary directory.
+            roots = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")
+            root = roots[0] if roots[0] else tempfile.gettempdir()
+            self._spool_dir = Path(tempfile.mkdtemp(prefix=f"conveyor-{self.run}-", dir=root))
+        path = self._spool_dir / f"batch-{seq:012d}-{index:04d}.arrow"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_bytes(payload)
+        os.replace(temporary, path)
+        return str(path)
+
+    def _drop_spool(self, seq: int) -> None:
+        if self._spool_dir is not None:
+            for path in self._spool_dir.glob(f"batch-{seq:012d}-*.arrow"):
+                path.unlink(missing_ok=True)
 
     # -- connections ------------------------------------------------------------------
     def link(self, node: tuple[str, int]) -> NodeLink:
@@ -117,18 +166,24 @@ class _DriverState:
             if remaining <= 0:
                 break
             name = address_text(node)
+            fetched_at = time.time_ns() // 1000
+            node_batches: list[pa.RecordBatch] = []
+            ids: list[Any] = []
             try:
-                jobs = self.link(node).lease(self.options.queues, remaining)
+                for jobs in self.link(node).lease(self.options.queues, remaining):
+                    node_batches.append(rows.leased_batch(jobs, name, fetched_at))
+                    ids.extend(map(_JOB_ID, jobs))
             except NodeError as error:
                 # A node that is down must not kill the query: the others keep feeding it.
+                # Jobs it handed out before failing stay leased: they are kept in the batch.
                 self._warn_once(f"lease:{name}", f"leasing from {name} failed: {error}")
+            else:
+                self._warned.discard(f"lease:{name}")
+            if not ids:
                 continue
-            self._warned.discard(f"lease:{name}")
-            if not jobs:
-                continue
-            batch.batches.append(rows.leased_batch(jobs, name, time.time_ns() // 1000))
-            batch.ids_by_node[name] = [job[1] for job in jobs]
-            remaining -= len(jobs)
+            batch.batches.extend(node_batches)
+            batch.ids_by_node[name] = ids
+            remaining -= len(ids)
         if batch.rows and self.journal is not None:
             self.journal.write(seq, batch.batches)
         with self.lock:
@@ -224,6 +279,10 @@ class _DriverState:
         self._acker.submit(self._ack_committed)
 
     def _ack_committed(self) -> None:
+        # Bounded: the executor's thread is joined when the process exits, and a node that
+        # stays down must not hold the process. Whatever is left is retried by the next
+        # commit, or comes back through the node's RETRY.
+        deadline = time.monotonic() + ACK_RETRY_LIMIT_S
         while not self._stopping.is_set():
             with self.lock:
                 due = [b for s, b in sorted(self.pending.items()) if s <= self.committed_seq]
@@ -231,9 +290,9 @@ class _DriverState:
             for batch in due:
                 if not self._ack_batch(batch):
                     failed = True
-            if not failed:
+            if not failed or time.monotonic() >= deadline:
                 return
-            time.sleep(ACK_RETRY_S)
+            self._stopping.wait(ACK_RETRY_S)
 
     def _ack_batch(self, batch: LeasedBatch) -> bool:
         fast = self.options.ack == "fastack"
@@ -252,6 +311,7 @@ class _DriverState:
             del batch.ids_by_node[name]
         if self.journal is not None:
             self.journal.delete(batch.seq)
+        self._drop_spool(batch.seq)
         with self.lock:
             self.pending.pop(batch.seq, None)
         return True
@@ -346,13 +406,23 @@ class ConveyorStreamReader(DataSourceStreamReader):
                     )
                 continue
             total = batch.rows
-            for node_batch in batch.batches:
-                share = round(self.options.num_partitions * node_batch.num_rows / total)
-                for piece in rows.split(node_batch, max(1, share)):
-                    parts.append(InputPartition(rows.to_ipc([piece])))
+            by_node: dict[str, list[pa.RecordBatch]] = {}
+            for record_batch in batch.batches:
+                by_node.setdefault(record_batch.column(5)[0].as_py(), []).append(record_batch)
+            for node_batches in by_node.values():
+                node_rows = sum(b.num_rows for b in node_batches)
+                share = max(1, round(self.options.num_partitions * node_rows / total))
+                for group in rows.group(node_batches, share):
+                    payload = rows.to_ipc(group)
+                    if self.options.exchange == "file":
+                        parts.append(SpoolPartition(state.spool(seq, len(parts), payload)))
+                    else:
+                        parts.append(InputPartition(payload))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, SpoolPartition):
+            return rows.from_ipc(partition.load())
         return rows.from_ipc(partition.value)
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -25,7 +25,9 @@ from tests.node.helpers import (
 from tests.servers import NodeProcess, running_node
 
 HEX40 = re.compile(rb"^[0-9a-f]{40}$")
-DEFAULT_SECTIONS = ["Server", "Clients", "Memory", "Jobs", "Queues", "Persistence", "Stats", "CPU"]
+DEFAULT_SECTIONS = [
+    "Server", "Clients", "Memory", "Jobs", "Queues", "Persistence", "Eventlog", "Stats", "CPU",
+]  # fmt: skip
 
 
 def add(r: redis.Redis, queue: str = "q") -> bytes:

@@ -159,13 +159,15 @@ def test_without_a_journal_unacked_jobs_come_back_after_retry(
     assert redelivered and all(row["additional_deliveries"] >= 1 for row in redelivered)
 
 
-def test_fastack_and_several_queues(
+def test_fastack_several_queues_and_rows_pickled_into_partitions(
     spark: SparkSession, node: NodeProcess, r: redis.Redis, tmp_path: Path
 ) -> None:
     added = add_jobs(r, "a", 300) + add_jobs(r, "b", 200)
     collected = Collected()
     query = start(
-        stream_reader(spark, [node.port], "a,b", ack="fastack", maxJobsPerTrigger=128),
+        stream_reader(
+            spark, [node.port], "a,b", ack="fastack", maxJobsPerTrigger=128, exchange="inline"
+        ),
         collected,
         tmp_path / "checkpoint",
     )
@@ -261,6 +263,7 @@ def test_without_lease_a_slow_batch_is_redelivered(
         ({"queues": "q", "ack": "maybe"}, "ack must be ackjob or fastack"),
         ({"queues": "q", "lease": "soon"}, "lease must be a number"),
         ({"queues": "q", "nodes": "host:notaport"}, "option nodes"),
+        ({"queues": "q", "exchange": "carrier-pigeon"}, "exchange must be auto, file or inline"),
     ],
 )
 def test_bad_options_fail_the_query_at_start_with_a_clear_error(
@@ -271,3 +274,23 @@ def test_bad_options_fail_the_query_at_start_with_a_clear_error(
         reader = reader.option(key, value)
     with pytest.raises(Exception, match=message):
         reader.load().writeStream.format("noop").start().awaitTermination(30)
+
+
+def test_a_node_that_is_down_does_not_stop_the_query(
+    spark: SparkSession, node: NodeProcess, r: redis.Redis, tmp_path: Path
+) -> None:
+    with running_node(tmp_path / "second") as second:
+        down_port = second.port
+    added = add_jobs(r, "q", 200)
+    collected = Collected()
+    query = start(
+        stream_reader(spark, [down_port, node.port], "q", maxJobsPerTrigger=50, timeoutMs=500),
+        collected,
+        tmp_path / "checkpoint",
+    )
+    try:
+        assert wait_until(lambda: jobs_on_node(r) == 0, 60, query)
+        assert query.isActive
+    finally:
+        query.stop()
+    assert sorted(collected.ids()) == sorted(added)

@@ -1,0 +1,466 @@
+"""The job-event analytics batch job behind `conveyor analyze`.
+
+Owns reading a node's job-event log (`events-*.jsonl`, one JSON object per line) with an
+explicit schema, the three Parquet tables written under the output directory
+(`queue_minute/`, `job_latency/`, `dead_letter_candidates/`) and the small aggregates the HTML
+report is drawn from. The log is read once and cached; everything is aggregated by Spark and
+only report-sized results reach the driver. The HTML itself is `conveyor.spark.report`; the
+command line and progress display are `conveyor.spark.analyze_cli`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from conveyor.spark.report import (
+    LatencyRow,
+    QueueRow,
+    RedeliveredJob,
+    ReportData,
+    Summary,
+    ThroughputPoint,
+    write_report,
+)
+
+__all__ = [
+    "EVENT_SCHEMA",
+    "EVENT_TYPES",
+    "AnalyzeError",
+    "Summary",
+    "analyze",
+    "check_event_dir",
+]
+
+# In lifecycle order: also the tie-break for "last event" when two share a millisecond.
+EVENT_TYPES: tuple[str, ...] = (
+    "added",
+    "queued",
+    "delivered",
+    "nacked",
+    "requeued",
+    "acked",
+    "expired",
+    "deleted",
+    "dead-lettered",
+    "evicted",
+)
+
+EVENT_SCHEMA = StructType(
+    [
+        StructField("time_ms", LongType()),
+        StructField("node", StringType()),
+        StructField("event", StringType()),
+        StructField("id", StringType()),
+        StructField("queue", StringType()),
+        StructField("nacks", LongType()),
+        StructField("additional_deliveries", LongType()),
+    ]
+)
+
+_CORRUPT = "_corrupt_record"
+
+# queue_minute column -> the event it counts.
+QUEUE_MINUTE_COUNTS: dict[str, str] = {
+    "jobs_in": "added",
+    "jobs_out": "delivered",
+    "acks": "acked",
+    "nacks": "nacked",
+    "requeues": "requeued",
+    "expiries": "expired",
+    "deletes": "deleted",
+    "dead_letters": "dead-lettered",
+    "evictions": "evicted",
+}
+
+TABLES = ("queue_minute", "job_latency", "dead_letter_candidates")
+REPORT_FILE = "report.html"
+
+# Report limits: enough to read, small enough to collect to the driver whatever the log size.
+MAX_THROUGHPUT_POINTS = 720
+MAX_REPORT_QUEUES = 20
+TOP_REDELIVERED = 25
+
+StageHook = Callable[[str], AbstractContextManager[object]]
+
+STAGES = (
+    "reading events",
+    "per-minute table",
+    "latency table",
+    "dead-letter candidates",
+    "report",
+)
+
+
+class AnalyzeError(Exception):
+    """A problem with the input or arguments, worth one line to the user."""
+
+
+def _no_stage(name: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _local_path(path: str) -> Path:
+    return Path(path.removeprefix("file://")).expanduser().resolve()
+
+
+def check_event_dir(event_dir: str) -> str:
+    """The URI Spark should read, or AnalyzeError for a missing or empty local directory.
+
+    Remote URIs (hdfs://, s3a://, ...) are passed through; Spark reports on those itself.
+    """
+    if not _is_local(event_dir):
+        return event_dir
+    path = _local_path(event_dir)
+    if not path.exists():
+        raise AnalyzeError(f"event directory {event_dir} does not exist")
+    if not path.is_dir():
+        raise AnalyzeError(f"{event_dir} is not a directory")
+    if next(path.rglob("*.jsonl"), None) is None:
+        raise AnalyzeError(f"event directory {event_dir} holds no *.jsonl event files")
+    # An absolute URI: a cluster's executors do not share the driver's working directory.
+    return path.as_uri()
+
+
+def _event_is(name: str) -> Column:
+    return F.col("event") == F.lit(name)
+
+
+def read_events(spark: SparkSession, uri: str) -> DataFrame:
+    """Every line of every *.jsonl file under `uri`, flagged `malformed` rather than dropped.
+
+    Blank lines are skipped by Spark's JSON reader and counted nowhere.
+    """
+    raw = (
+        spark.read.schema(StructType([*EVENT_SCHEMA.fields, StructField(_CORRUPT, StringType())]))
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", _CORRUPT)
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.jsonl")
+        .json(uri)
+    )
+    malformed = (
+        F.col(_CORRUPT).isNotNull()
+        | F.col("time_ms").isNull()
+        | F.col("event").isNull()
+        | F.col("id").isNull()
+    )
+    return raw.select(
+        *[F.col(f.name) for f in EVENT_SCHEMA.fields],
+        F.timestamp_millis("time_ms").alias("ts"),
+        malformed.alias("malformed"),
+    )
+
+
+def _summary_row(lines: DataFrame) -> dict[str, int | None]:
+    ok = ~F.col("malformed")
+    known = F.col("event").isin(*EVENT_TYPES)
+    aggregates = [
+        F.count(F.lit(1)).alias("lines"),
+        F.count_if(F.col("malformed")).alias("malformed_lines"),
+        F.count_if(ok & ~known).alias("unknown_events"),
+        *[F.count_if(ok & _event_is(name)).alias(name.replace("-", "_")) for name in EVENT_TYPES],
+        # Jobs and queues are counted from the derived tables. A set of node ids stays tiny,
+        # and unlike a distinct count it needs no second shuffle.
+        F.size(F.collect_set(F.when(ok, F.col("node")))).alias("nodes"),
+        F.min(F.when(ok, F.col("time_ms"))).alias("first_event_ms"),
+        F.max(F.when(ok, F.col("time_ms"))).alias("last_event_ms"),
+    ]
+    row = lines.agg(*aggregates).first()
+    assert row is not None  # a global aggregate always has one row
+    return row.asDict()
+
+
+def queue_minute_table(events: DataFrame) -> DataFrame:
+    """Per queue and UTC minute: one count column per event kind."""
+    return events.groupBy("queue", F.date_trunc("minute", F.col("ts")).alias("minute")).agg(
+        *[F.count_if(_event_is(event)).alias(name) for name, event in QUEUE_MINUTE_COUNTS.items()]
+    )
+
+
+def job_latency_table(events: DataFrame) -> DataFrame:
+    """One row per job id, with its timings and its highest redelivery counters."""
+    rank = F.array_position(F.array(*[F.lit(name) for name in EVENT_TYPES]), F.col("event"))
+
+    def first_ms(event: str) -> Column:
+        return F.min(F.when(_event_is(event), F.col("time_ms")))
+
+    per_job = events.groupBy("id").agg(
+        # A job lives in one queue; max() is only a deterministic pick among equal values.
+        F.max("queue").alias("queue"),
+        first_ms("added").alias("added_ms"),
+        first_ms("delivered").alias("delivered_ms"),
+        first_ms("acked").alias("acked_ms"),
+        F.count_if(_event_is("delivered")).alias("deliveries"),
+        F.coalesce(F.max("nacks"), F.lit(0)).alias("nacks"),
+        F.coalesce(F.max("additional_deliveries"), F.lit(0)).alias("additional_deliveries"),
+        F.bool_or(_event_is("dead-lettered")).alias("dead_lettered"),
+        F.max_by("event", F.struct(F.col("time_ms"), rank)).alias("last_event"),
+        F.max("time_ms").alias("last_event_ms"),
+    )
+    return per_job.select(
+        "id",
+        "queue",
+        F.timestamp_millis("added_ms").alias("added_at"),
+        F.timestamp_millis("delivered_ms").alias("first_delivered_at"),
+        F.timestamp_millis("acked_ms").alias("acked_at"),
+        (F.col("delivered_ms") - F.col("added_ms")).alias("wait_ms"),
+        (F.col("acked_ms") - F.col("added_ms")).alias("ack_ms"),
+        F.col("deliveries").cast("long").alias("deliveries"),
+        "nacks",
+        "additional_deliveries",
+        "dead_lettered",
+        "last_event",
+        F.timestamp_millis("last_event_ms").alias("last_event_at"),
+    )
+
+
+def _redeliveries() -> Column:
+    return F.col("nacks") + F.col("additional_deliveries")
+
+
+def _is_candidate(redelivery_threshold: int) -> Column:
+    return (_redeliveries() >= redelivery_threshold) | F.col("dead_lettered")
+
+
+def candidates_table(job_latency: DataFrame, redelivery_threshold: int) -> DataFrame:
+    """Jobs redelivered at least `redelivery_threshold` times, and every dead-lettered job."""
+    return job_latency.where(_is_candidate(redelivery_threshold)).select(
+        "id",
+        "queue",
+        _redeliveries().alias("redeliveries"),
+        "nacks",
+        "additional_deliveries",
+        "deliveries",
+        "dead_lettered",
+        "last_event",
+        "added_at",
+        "last_event_at",
+    )
+
+
+def _worst_first() -> list[Column]:
+    # A function, not a constant: Columns need an active SparkContext to exist.
+    return [F.desc("redeliveries"), F.desc("dead_lettered"), F.asc("id")]
+
+
+def _throughput(
+    queue_minute: DataFrame, first_ms: int, last_ms: int
+) -> tuple[int, list[ThroughputPoint]]:
+    first_minute_s = first_ms // 60_000 * 60
+    minutes = (last_ms // 60_000 * 60 - first_minute_s) // 60 + 1
+    bucket_minutes = max(1, math.ceil(minutes / MAX_THROUGHPUT_POINTS))
+    bucket_s = bucket_minutes * 60
+    bucket = F.floor((F.unix_seconds("minute") - F.lit(first_minute_s)) / F.lit(bucket_s))
+    rows = (
+        queue_minute.groupBy(bucket.alias("bucket"))
+        .agg(F.sum("jobs_in").alias("i"), F.sum("jobs_out").alias("o"), F.sum("acks").alias("a"))
+        .collect()
+    )
+    by_bucket = {row["bucket"]: row for row in rows}
+    points = []
+    # Minutes with no events have no row: fill them with zeros so the plot shows the gap.
+    for index in range(math.ceil(minutes / bucket_minutes)):
+        row = by_bucket.get(index)
+        start_ms = (first_minute_s + index * bucket_s) * 1000
+        if row is None:
+            points.append(ThroughputPoint(start_ms, 0.0, 0.0, 0.0))
+        else:
+            points.append(
+                ThroughputPoint(
+                    start_ms,
+                    row["i"] / bucket_minutes,
+                    row["o"] / bucket_minutes,
+                    row["a"] / bucket_minutes,
+                )
+            )
+    return bucket_minutes, points
+
+
+def _queue_rows(queue_minute: DataFrame) -> list[QueueRow]:
+    """Totals of every queue, busiest first: one row a queue is small enough to collect."""
+    columns = ["jobs_in", "jobs_out", "acks", "nacks", "requeues", "expiries", "dead_letters"]
+    rows = queue_minute.groupBy("queue").agg(*[F.sum(name).alias(name) for name in columns])
+    result = [
+        QueueRow(queue=row["queue"] or "", **{name: int(row[name]) for name in columns})
+        for row in rows.collect()
+    ]
+    result.sort(key=lambda q: (-q.jobs_in, -q.jobs_out, q.queue))
+    return result
+
+
+def _latency_rows(job_latency: DataFrame, queues: list[str]) -> list[LatencyRow]:
+    aggregates = []
+    for metric in ("wait_ms", "ack_ms"):
+        aggregates += [
+            F.count(metric).alias(f"{metric}_n"),
+            F.percentile_approx(metric, [0.5, 0.9, 0.99]).alias(f"{metric}_p"),
+            F.max(metric).alias(f"{metric}_max"),
+        ]
+    # One pass: rollup gives the per-queue rows and the all-queues row together.
+    rows = (
+        job_latency.rollup("queue")
+        .agg(*aggregates, F.grouping("queue").alias("total"))
+        .where((F.col("total") == 1) | F.col("queue").isin(*queues))
+        .collect()
+    )
+    order = {queue: index for index, queue in enumerate(queues)}
+    rows.sort(key=lambda row: -1 if row["total"] else order.get(row["queue"], len(order)))
+    result = []
+    for row in rows:
+        scope = "all queues" if row["total"] else (row["queue"] or "")
+        for metric in ("wait_ms", "ack_ms"):
+            p = row[f"{metric}_p"] or [None, None, None]
+            result.append(
+                LatencyRow(
+                    scope, metric, row[f"{metric}_n"], p[0], p[1], p[2], row[f"{metric}_max"]
+                )
+            )
+    return result
+
+
+def analyze(
+    spark: SparkSession,
+    event_dir: str | Path,
+    out_dir: str | Path,
+    redelivery_threshold: int = 2,
+    *,
+    stage: StageHook = _no_stage,
+) -> Summary:
+    """Read the event log under `event_dir`; write the tables and report under `out_dir`.
+
+    `stage(name)` wraps each step (see STAGES), for a progress display. Raises AnalyzeError
+    for a missing or empty event directory, a log with no well-formed event, or a bad
+    threshold.
+    """
+    if redelivery_threshold < 1:
+        raise AnalyzeError("the redelivery threshold must be at least 1")
+    uri = check_event_dir(str(event_dir))
+    out = Path(out_dir).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    table_paths = {name: str(out / name) for name in TABLES}
+
+    cached: list[DataFrame] = []
+    try:
+        with stage(STAGES[0]):
+            lines = read_events(spark, uri).cache()
+            cached.append(lines)
+            counts = _summary_row(lines)
+        if counts["first_event_ms"] is None:
+            raise AnalyzeError(
+                f"no job events in {event_dir} "
+                f"({counts['malformed_lines']} malformed lines skipped)"
+            )
+        events = lines.where(~F.col("malformed")).drop("malformed")
+
+        with stage(STAGES[1]):
+            queue_minute = queue_minute_table(events).cache()
+            cached.append(queue_minute)
+            # Unsorted: a sort costs an extra sampling job and readers cannot rely on it.
+            queue_minute.write.mode("overwrite").parquet(table_paths["queue_minute"])
+
+        with stage(STAGES[2]):
+            job_latency = job_latency_table(events).cache()
+            cached.append(job_latency)
+            job_latency.write.mode("overwrite").parquet(table_paths["job_latency"])
+        # Both derived tables are cached and complete; free the raw lines for what follows.
+        lines.unpersist()
+
+        with stage(STAGES[3]):
+            candidates = candidates_table(job_latency, redelivery_threshold)
+            # One file sorted worst first, so a plain read of the table comes back in order.
+            candidates.coalesce(1).sortWithinPartitions(*_worst_first()).write.mode(
+                "overwrite"
+            ).parquet(table_paths["dead_letter_candidates"])
+            totals = job_latency.agg(
+                F.count(F.lit(1)).alias("jobs"),
+                F.count_if(_is_candidate(redelivery_threshold)).alias("candidates"),
+            ).first()
+            assert totals is not None  # a global aggregate always has one row
+            top = candidates.orderBy(*_worst_first()).limit(TOP_REDELIVERED).collect()
+
+        with stage(STAGES[4]):
+            queue_rows = _queue_rows(queue_minute)
+            counts.update(
+                jobs=totals["jobs"], queues=len(queue_rows), candidates=totals["candidates"]
+            )
+            summary = _summary(counts, str(event_dir), out, redelivery_threshold, table_paths)
+            bucket_minutes, throughput = _throughput(
+                queue_minute, summary.first_event_ms, summary.last_event_ms
+            )
+            shown = queue_rows[:MAX_REPORT_QUEUES]
+            data = ReportData(
+                summary=summary,
+                bucket_minutes=bucket_minutes,
+                throughput=throughput,
+                latency=_latency_rows(job_latency, [q.queue for q in shown]),
+                queues=shown,
+                queues_total=summary.queues,
+                top_redelivered=[_redelivered(row) for row in top],
+            )
+            write_report(Path(summary.report_path), data)
+    finally:
+        for frame in cached:
+            frame.unpersist()
+    return summary
+
+
+def _summary(
+    counts: dict[str, int | None],
+    event_dir: str,
+    out: Path,
+    redelivery_threshold: int,
+    table_paths: dict[str, str],
+) -> Summary:
+    def count(name: str) -> int:
+        return int(counts[name] or 0)
+
+    return Summary(
+        event_dir=event_dir,
+        out_dir=str(out),
+        events=count("lines") - count("malformed_lines"),
+        malformed_lines=count("malformed_lines"),
+        unknown_events=count("unknown_events"),
+        added=count("added"),
+        queued=count("queued"),
+        delivered=count("delivered"),
+        acked=count("acked"),
+        nacked=count("nacked"),
+        requeued=count("requeued"),
+        expired=count("expired"),
+        deleted=count("deleted"),
+        dead_lettered=count("dead_lettered"),
+        evicted=count("evicted"),
+        jobs=count("jobs"),
+        queues=count("queues"),
+        nodes=count("nodes"),
+        first_event_ms=count("first_event_ms"),
+        last_event_ms=count("last_event_ms"),
+        dead_letter_candidates=count("candidates"),
+        redelivery_threshold=redelivery_threshold,
+        tables=table_paths,
+        report_path=str(out / REPORT_FILE),
+    )
+
+
+def _redelivered(row: Row) -> RedeliveredJob:
+    return RedeliveredJob(
+        id=row["id"],
+        queue=row["queue"] or "",
+        redeliveries=row["redeliveries"],
+        nacks=row["nacks"],
+        additional_deliveries=row["additional_deliveries"],
+        deliveries=row["deliveries"],
+        dead_lettered=bool(row["dead_lettered"]),
+        last_event=row["last_event"] or "",
+    )

@@ -1,0 +1,172 @@
+"""The engine's listener: which events a job's life emits, in which order, with which counters.
+
+A recording listener on a virtual clock; each test scripts one life cycle. The
+`added_queued_listener` variant must give exactly what two listener calls would.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conveyor.core.engine import EV_ADDED, EV_QUEUED, AddJobArgs, Engine, EngineConfig
+from conveyor.core.job import Job
+from conveyor.core.waiters import Waiter
+
+T0 = 1_800_000_000_000
+
+Event = tuple[str, bytes, bytes, int, int, int]  # event, id, queue, nacks, additional, ms
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: str, job: Job, now_ms: int) -> None:
+        self.events.append((event, job.id, job.queue, job.nacks, job.additional_deliveries, now_ms))
+
+    def kinds(self, job_id: bytes | None = None) -> list[str]:
+        return [e[0] for e in self.events if job_id is None or e[1] == job_id]
+
+
+def make_engine(
+    pair_hook: bool = False, max_deliveries: int = 0, deadletter_queue: bytes = b""
+) -> tuple[Engine, Recorder]:
+    config = EngineConfig(max_deliveries=max_deliveries, deadletter_queue=deadletter_queue)
+    engine = Engine("ab" * 20, b"seed", random.Random(1), config)
+    recorder = Recorder()
+    engine.listener = recorder
+    if pair_hook:
+
+        def added_queued(job: Job, now_ms: int) -> None:
+            recorder(EV_ADDED, job, now_ms)
+            recorder(EV_QUEUED, job, now_ms)
+
+        engine.added_queued_listener = added_queued
+    return engine, recorder
+
+
+def add(engine: Engine, now: int, queue: bytes = b"q", **options: int | None) -> Job:
+    args = AddJobArgs(
+        queue,
+        b"body",
+        1,
+        options.get("delay_s") or 0,
+        options.get("retry_s"),
+        options.get("ttl_s"),
+        None,
+        False,
+    )
+    return engine.add_job(args, now)
+
+
+@pytest.mark.parametrize("pair_hook", [False, True])
+def test_default_addjob_getjob_ack(pair_hook: bool) -> None:
+    engine, rec = make_engine(pair_hook)
+    engine.add_default_job(b"q", b"warm", T0)  # the queue exists: the fast path from now on
+    rec.events.clear()
+    job = engine.add_default_job(b"q", b"x", T0 + 1)
+    assert rec.events == [
+        ("added", job.id, b"q", 0, 0, T0 + 1),
+        ("queued", job.id, b"q", 0, 0, T0 + 1),
+    ]
+    engine.get_jobs([b"q"], 10, T0 + 2)
+    assert engine.ack([job.id], T0 + 3) == 1
+    assert rec.kinds(job.id) == ["added", "queued", "delivered", "acked"]
+    assert rec.events[-1] == ("acked", job.id, b"q", 0, 0, T0 + 3)
+
+
+def test_delay_gives_added_then_queued_later() -> None:
+    engine, rec = make_engine()
+    job = add(engine, T0, delay_s=2)
+    assert rec.kinds() == ["added"]
+    engine.tick(T0 + 2_000)
+    assert rec.events[-1] == ("queued", job.id, b"q", 0, 0, T0 + 2_000)
+
+
+def test_nack_counts_before_the_event_and_requeues() -> None:
+    engine, rec = make_engine()
+    job = add(engine, T0)
+    engine.get_jobs([b"q"], 1, T0 + 1)
+    assert engine.nack([job.id], T0 + 2) == 1
+    assert rec.events[-2:] == [
+        ("nacked", job.id, b"q", 1, 0, T0 + 2),
+        ("requeued", job.id, b"q", 1, 0, T0 + 2),
+    ]
+    assert (job.nacks, job.additional_deliveries) == (1, 0)
+
+
+def test_nack_with_delay_requeues_when_due_without_counting_twice() -> None:
+    engine, rec = make_engine()
+    job = add(engine, T0)
+    engine.get_jobs([b"q"], 1, T0)
+    engine.nack([job.id], T0 + 1, delay_s=1)
+    assert rec.events[-1] == ("nacked", job.id, b"q", 1, 0, T0 + 1)
+    engine.tick(T0 + 1_100)
+    assert rec.events[-1] == ("requeued", job.id, b"q", 1, 0, T0 + 1_100)
+
+
+def test_retry_timeout_requeues_with_an_additional_delivery() -> None:
+    engine, rec = make_engine()
+    job = add(engine, T0, retry_s=1)
+    engine.get_jobs([b"q"], 1, T0)
+    engine.tick(T0 + 2_000)  # past RETRY plus the jitter
+    assert rec.kinds(job.id) == ["added", "queued", "delivered", "requeued"]
+    assert rec.events[-1][3:5] == (0, 1)
+
+
+def test_ttl_expiry_fastack_deljob() -> None:
+    engine, rec = make_engine()
+    expiring = add(engine, T0, ttl_s=1)
+    fast = add(engine, T0)
+    deleted = add(engine, T0)
+    engine.tick(T0 + 1_000)
+    engine.fast_ack([fast.id], T0 + 1_000)
+    engine.del_jobs([deleted.id], T0 + 1_000)
+    assert rec.kinds(expiring.id)[-1] == "expired"
+    assert rec.kinds(fast.id)[-1] == "acked"
+    assert rec.kinds(deleted.id)[-1] == "deleted"
+
+
+def test_dead_letter_names_the_queue_left_then_requeues_into_the_other() -> None:
+    engine, rec = make_engine(max_deliveries=1, deadletter_queue=b"dlq")
+    job = add(engine, T0)
+    engine.get_jobs([b"q"], 1, T0)
+    engine.nack([job.id], T0 + 1)
+    assert rec.events[-3:] == [
+        ("nacked", job.id, b"q", 1, 0, T0 + 1),
+        ("dead-lettered", job.id, b"q", 1, 0, T0 + 1),
+        ("requeued", job.id, b"dlq", 1, 0, T0 + 1),
+    ]
+
+
+def test_eviction_of_delivered_at_most_once_jobs() -> None:
+    engine, rec = make_engine()
+    job = add(engine, T0, retry_s=0)
+    engine.get_jobs([b"q"], 1, T0)
+    engine.evict(1, T0 + 5)
+    assert rec.events[-1] == ("evicted", job.id, b"q", 0, 0, T0 + 5)
+
+
+def test_a_blocked_consumer_is_served_on_add() -> None:
+    engine, rec = make_engine()
+    engine.block(Waiter(object(), [b"q"], 1, False, 0), T0)
+    job = engine.add_default_job(b"q", b"x", T0 + 1)
+    assert rec.kinds(job.id) == ["added", "queued", "delivered"]
+
+
+def test_flush_all_deletes_every_job() -> None:
+    engine, rec = make_engine()
+    jobs = [add(engine, T0) for _ in range(3)]
+    engine.flush_all(T0 + 9)
+    assert [e for e in rec.events if e[0] == "deleted"] == [
+        ("deleted", job.id, b"q", 0, 0, T0 + 9) for job in jobs
+    ]
+
+
+def test_no_listener_no_events() -> None:
+    engine = Engine("ab" * 20, b"seed", random.Random(1))
+    engine.add_default_job(b"q", b"x", T0)
+    engine.add_default_job(b"q", b"x", T0)  # fast path with both hooks unset
+    assert engine.qlen(b"q") == 2
