@@ -130,7 +130,7 @@ def spark_consumption(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=200_000, help="maxJobsPerTrigger")
+    parser.add_argument("--batch", type=int, default=250_000, help="maxJobsPerTrigger")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

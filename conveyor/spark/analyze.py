@@ -196,8 +196,12 @@ def job_latency_table(events: DataFrame) -> DataFrame:
         return F.min(F.when(_event_is(event), F.col("time_ms")))
 
     per_job = events.groupBy("id").agg(
-        # A job lives in one queue; max() is only a deterministic pick among equal values.
-        F.max("queue").alias("queue"),
+        # The queue the job was added to: a dead-lettered job's later events name the
+        # dead-letter queue. Jobs whose "added" fell outside the log take their first queue.
+        F.coalesce(
+            F.min_by(F.when(_event_is("added"), F.col("queue")), F.col("time_ms")),
+            F.min_by("queue", F.col("time_ms")),
+        ).alias("queue"),
         first_ms("added").alias("added_ms"),
         first_ms("delivered").alias("delivered_ms"),
         first_ms("acked").alias("acked_ms"),
