@@ -88,26 +88,36 @@ class NodeLink:
         the commands are safe to resend."""
         if not commands:
             return []
-        sock = self._sock or self._connect()
         payload = packed or b"".join(pack_command(*command) for command in commands)
-        replies: list[Any] = []
+        return list(self._exchange(payload, len(commands)))
+
+    def _exchange(self, payload: bytes, expected: int) -> Iterator[Any]:
+        """Send `payload` (`expected` commands) and yield each reply as it is parsed.
+
+        A caller that stops early leaves replies on the way: the connection is closed
+        then, or they would be read as answers to later commands."""
+        sock = self._sock or self._connect()
+        reader = self._reader
+        answered = 0
         try:
             sock.sendall(payload)
-            reader = self._reader
-            while len(replies) < len(commands):
+            while answered < expected:
                 reply = reader.gets()
-                if reply is False:
+                while reply is False:
                     data = sock.recv(1 << 20)
                     if not data:
                         raise OSError("connection closed by the node")
                     reader.feed(data)
-                    continue
-                replies.append(reply)
+                    reply = reader.gets()
+                answered += 1
+                yield reply
         except (OSError, hiredis.ProtocolError) as error:
             self.close()
             host, port = self.address
             raise NodeError(f"node {host}:{port}: {error}") from None
-        return replies
+        finally:
+            if answered < expected:
+                self.close()
 
     def call(self, *command: Any) -> Any:
         reply = self.pipeline([command])[0]
@@ -129,35 +139,14 @@ class NodeLink:
         ]
         if not counts:
             return
-        sock = self._sock or self._connect()
         getjob = [b"GETJOB", b"NOHANG", b"WITHCOUNTERS", b"COUNT"]
         tail = [b"FROM", *(queue.encode() for queue in queues)]
         payload = b"".join(pack_command(*getjob, count, *tail) for count in counts)
-        reader = self._reader
-        answered = 0
-        try:
-            sock.sendall(payload)
-            while answered < len(counts):
-                reply = reader.gets()
-                while reply is False:
-                    data = sock.recv(1 << 20)
-                    if not data:
-                        raise OSError("connection closed by the node")
-                    reader.feed(data)
-                    reply = reader.gets()
-                answered += 1
-                if isinstance(reply, hiredis.ReplyError):
-                    raise NodeError(f"GETJOB: {reply}")
-                if reply:
-                    yield reply
-        except (OSError, hiredis.ProtocolError) as error:
-            self.close()
-            host, port = self.address
-            raise NodeError(f"node {host}:{port}: {error}") from None
-        finally:
-            if answered < len(counts):
-                # Replies still on the way would be read as answers to later commands.
-                self.close()
+        for reply in self._exchange(payload, len(counts)):
+            if isinstance(reply, hiredis.ReplyError):
+                raise NodeError(f"GETJOB: {reply}")
+            if reply:
+                yield reply
 
     def ack(self, job_ids: Sequence[bytes | str], fast: bool) -> int:
         """ACKJOB (or FASTACK) every ID; how many jobs the node knew."""
