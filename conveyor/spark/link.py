@@ -24,6 +24,14 @@ JOBS_PER_GETJOB = 1000
 IDS_PER_ACK = 1000
 
 
+def _id_commands(verb: str, job_ids: Sequence[bytes | str]) -> list[tuple[Any, ...]]:
+    """`verb` over every ID, at most IDS_PER_ACK IDs per command."""
+    return [
+        (verb, *job_ids[start : start + IDS_PER_ACK])
+        for start in range(0, len(job_ids), IDS_PER_ACK)
+    ]
+
+
 def _pack_id_commands(commands: Sequence[Sequence[Any]]) -> bytes | None:
     """Commands of a verb and job IDs, packed with one C-level join per command.
 
@@ -151,10 +159,7 @@ class NodeLink:
     def ack(self, job_ids: Sequence[bytes | str], fast: bool) -> int:
         """ACKJOB (or FASTACK) every ID; how many jobs the node knew."""
         verb = "FASTACK" if fast else "ACKJOB"
-        commands = [
-            (verb, *job_ids[start : start + IDS_PER_ACK])
-            for start in range(0, len(job_ids), IDS_PER_ACK)
-        ]
+        commands = _id_commands(verb, job_ids)
         known = 0
         for reply in self.pipeline(commands, packed=_pack_id_commands(commands)):
             if isinstance(reply, hiredis.ReplyError):
@@ -170,9 +175,5 @@ class NodeLink:
 
     def enqueue(self, job_ids: Sequence[bytes | str]) -> None:
         """Hand leased jobs back to their queues without counting a NACK."""
-        commands = [
-            ("ENQUEUE", *job_ids[start : start + IDS_PER_ACK])
-            for start in range(0, len(job_ids), IDS_PER_ACK)
-        ]
-        if commands:
-            self.pipeline(commands)
+        commands = _id_commands("ENQUEUE", job_ids)
+        self.pipeline(commands, packed=_pack_id_commands(commands))

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from conveyor.client._address import parse_address
 from conveyor.spark import rows
 from conveyor.spark.journal import Journal
 from conveyor.spark.link import NodeError, NodeLink
@@ -50,25 +51,29 @@ ACK_RETRY_LIMIT_S = 60.0
 @dataclass
 class LeasedBatch:
     seq: int
-    batches: list[pa.RecordBatch] = field(default_factory=list)  # one per node
+    # Per node ("host:port"): its rows, and the IDs still to ack there.
+    batches_by_node: dict[str, list[pa.RecordBatch]] = field(default_factory=dict)
     ids_by_node: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
-        return sum(batch.num_rows for batch in self.batches)
+        return sum(b.num_rows for batches in self.batches_by_node.values() for b in batches)
+
+    def all_batches(self) -> list[pa.RecordBatch]:
+        return [b for batches in self.batches_by_node.values() for b in batches]
 
     @classmethod
     def from_batches(cls, seq: int, batches: list[pa.RecordBatch]) -> LeasedBatch:
-        """A batch read back from the journal: its IDs grouped by the node column."""
-        ids_by_node: dict[str, list[Any]] = {}
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            table = pa.Table.from_batches([batch])
-            for node in pc.unique(table.column("node")).to_pylist():
-                chosen = table.filter(pc.equal(table.column("node"), node))
-                ids_by_node.setdefault(node, []).extend(chosen.column("id").to_pylist())
-        return cls(seq, [batch for batch in batches if batch.num_rows], ids_by_node)
+        """A batch read back from the journal, regrouped by its node column."""
+        batch = cls(seq)
+        if not any(b.num_rows for b in batches):
+            return batch
+        table = pa.Table.from_batches(batches, rows.ARROW_SCHEMA)
+        for node in pc.unique(table.column("node")).to_pylist():
+            chosen = table.filter(pc.equal(table.column("node"), node))
+            batch.batches_by_node[node] = chosen.to_batches()
+            batch.ids_by_node[node] = chosen.column("id").to_pylist()
+        return batch
 
 
 class SpoolPartition(InputPartition):
@@ -181,11 +186,11 @@ class _DriverState:
                 self._warned.discard(f"lease:{name}")
             if not ids:
                 continue
-            batch.batches.extend(node_batches)
+            batch.batches_by_node[name] = node_batches
             batch.ids_by_node[name] = ids
             remaining -= len(ids)
         if batch.rows and self.journal is not None:
-            self.journal.write(seq, batch.batches)
+            self.journal.write(seq, batch.all_batches())
         with self.lock:
             self.pending[seq] = batch
         return batch
@@ -202,13 +207,9 @@ class _DriverState:
             if prefetched.rows <= max_rows and prefetched.rows:
                 return prefetched
             self._hand_back(prefetched)
-        if self.journal is not None:
-            replay = self.journal.load(seq)
-            if replay is not None:
-                batch = LeasedBatch.from_batches(seq, replay)
-                with self.lock:
-                    self.pending[seq] = batch
-                return batch
+        journaled = self._from_journal(seq)
+        if journaled is not None:
+            return journaled
         return self.lease(seq, max_rows)
 
     def prefetch(self, seq: int, max_rows: int) -> None:
@@ -238,9 +239,8 @@ class _DriverState:
         with self.lock:
             self.pending.pop(batch.seq, None)
         for name, ids in batch.ids_by_node.items():
-            node = next(n for n in self.options.connection.nodes if address_text(n) == name)
             try:
-                self.link(node).enqueue(ids)
+                self.link(parse_address(name)).enqueue(ids)
             except NodeError as error:
                 log.warning("handing back %d jobs to %s failed: %s", len(ids), name, error)
         if self.journal is not None:
@@ -249,16 +249,15 @@ class _DriverState:
     def batch_for_replay(self, seq: int) -> LeasedBatch | None:
         with self.lock:
             batch = self.pending.get(seq)
-        if batch is not None:
-            return batch
-        if self.journal is not None:
-            replay = self.journal.load(seq)
-            if replay is not None:
-                batch = LeasedBatch.from_batches(seq, replay)
-                with self.lock:
-                    self.pending.setdefault(seq, batch)
-                return batch
-        return None
+        return batch if batch is not None else self._from_journal(seq)
+
+    def _from_journal(self, seq: int) -> LeasedBatch | None:
+        """Batch `seq` as journaled (by this process or one before a restart), now pending."""
+        replay = self.journal.load(seq) if self.journal is not None else None
+        if replay is None:
+            return None
+        with self.lock:
+            return self.pending.setdefault(seq, LeasedBatch.from_batches(seq, replay))
 
     def holds_uncommitted_rows(self, seq: int) -> bool:
         """Whether batch `seq` has jobs that Spark has not committed yet."""
@@ -296,15 +295,10 @@ class _DriverState:
 
     def _ack_batch(self, batch: LeasedBatch) -> bool:
         fast = self.options.ack == "fastack"
-        nodes = {address_text(node): node for node in self.options.connection.nodes}
         for name in list(batch.ids_by_node):
-            node = nodes.get(name)
-            if node is None:  # journaled by a query with other nodes: parse the address
-                from conveyor.client._address import parse_address
-
-                node = parse_address(name)
+            # The address journaled with the rows: a restarted query may list other nodes.
             try:
-                self.link(node).ack(batch.ids_by_node[name], fast)
+                self.link(parse_address(name)).ack(batch.ids_by_node[name], fast)
             except NodeError as error:
                 self._warn_once(f"ack:{name}", f"acking batch {batch.seq} on {name}: {error}")
                 return False
@@ -331,14 +325,11 @@ class _DriverState:
                 for batch in self.pending.values():
                     for name, ids in batch.ids_by_node.items():
                         held.setdefault(name, []).extend(ids)
-            for node in self.options.connection.nodes:
-                ids = held.get(address_text(node))
-                if not ids:
-                    continue
+            for name, ids in held.items():
                 try:
-                    self.link(node).working(ids)
+                    self.link(parse_address(name)).working(ids)
                 except NodeError as error:
-                    self._warn_once(f"working:{node}", f"WORKING on {node}: {error}")
+                    self._warn_once(f"working:{name}", f"WORKING on {name}: {error}")
 
     def stop(self) -> None:
         self._stopping.set()
@@ -406,10 +397,7 @@ class ConveyorStreamReader(DataSourceStreamReader):
                     )
                 continue
             total = batch.rows
-            by_node: dict[str, list[pa.RecordBatch]] = {}
-            for record_batch in batch.batches:
-                by_node.setdefault(record_batch.column(5)[0].as_py(), []).append(record_batch)
-            for node_batches in by_node.values():
+            for node_batches in batch.batches_by_node.values():
                 node_rows = sum(b.num_rows for b in node_batches)
                 share = max(1, round(self.options.num_partitions * node_rows / total))
                 for group in rows.group(node_batches, share):
