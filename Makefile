@@ -5,7 +5,7 @@ PIP       := $(VENV)/bin/pip
 STAMP     := $(VENV)/.installed
 PORT      ?= 7711
 DATA      ?= ./data
-# Debian packages the test suite and benchmarks drive for real.
+# Debian packages the test suite, the benchmarks and the Spark example drive for real.
 DEBS      := redis-server redis-tools openjdk-17-jre-headless
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
@@ -30,12 +30,14 @@ sysdeps:
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; \
 	fi
 
-run: $(STAMP)
+# sysdeps too: the Spark example (examples/spark_pipeline.py) needs Java next to the node.
+run: sysdeps $(STAMP)
 	mkdir -p $(DATA)
 	$(VENV)/bin/conveyor server --port $(PORT) --dir $(DATA)
 
 test: sysdeps $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 bench: sysdeps $(STAMP)
@@ -49,7 +51,7 @@ bench-spark: sysdeps $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check . || true
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -9,19 +9,28 @@ Prints, side by side:
 - idle CPU of a node holding one job;
 - a py-spy profile (self time by function) of the node during ADDJOB and GETJOB;
 - with `--only eventlog`: ADDJOB -P 1 and -P 16 with the job-event log off and on,
-  alternating fresh nodes for several rounds, and the on/off ratio (target >= 0.90).
+  alternating fresh nodes for several rounds, and the on/off ratio (target >= 0.90);
+- `blocked-cycle`: node RSS while one client stays blocked in `GETJOB TIMEOUT 0 FROM q` and
+  200 others loop `GETJOB TIMEOUT 20 FROM q` on the same empty queue (60 s by default),
+  sampled at 0, 30, 60 s and 2 s after the load stops, with GETJOBs/s and a flatness verdict
+  (a leak of timed-out waiters shows as RSS growing and staying up);
+- with `--only addjob-instr`: the node's user-space instructions per ADDJOB at -P 1 and -P 16,
+  counted by valgrind's callgrind (for VMs whose perf has no hardware counters), N rounds.
 
 The machine is shared and noisy: compare ratios measured in the same run, not absolute
 figures across runs. Every phase is bounded in count and time.
 Usage: python -m bench.node_bench [--quick] [--json FILE] [--only PHASES] [--rounds N]
+       [--cycle-seconds S] [--cycle-clients N] [--cycle-timeout-ms MS]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
 import multiprocessing
+import os
 import re
 import shutil
 import signal
@@ -299,6 +308,228 @@ def idle_cpu_percent(port: int, pid: int, seconds: float) -> float:
     return 100.0 * used / seconds
 
 
+# -- blocked-cycle: waiters that time out behind one that never does --------------------------
+CYCLE_NULL_REPLY = b"*-1\r\n"
+CYCLE_RSS_FLAT = 1.05
+
+
+def rss_of(pid: int) -> int:
+    """Resident bytes of a process, from /proc/<pid>/statm (no psutil call per sample)."""
+    with open(f"/proc/{pid}/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _resp_command(*parts: bytes) -> bytes:
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        out.append(b"$%d\r\n%s\r\n" % (len(part), part))
+    return b"".join(out)
+
+
+class _CycleState:
+    def __init__(self) -> None:
+        self.running = True
+        self.completed = 0  # null replies received, i.e. GETJOBs that timed out
+        self.unexpected = 0  # anything else (a job, an error): should stay 0
+        self.first_unexpected = b""
+        self.lost = 0  # connections the node closed
+
+
+class _CycleClient(asyncio.Protocol):
+    """One connection, one GETJOB in flight: each null reply is answered with the next one.
+
+    The request is pre-encoded and the expected reply is five fixed bytes, so a reply costs
+    the driver one callback and one write: 200 of these in one event loop keep up with the
+    node (the driver's own CPU is reported beside the figure).
+    """
+
+    def __init__(self, request: bytes, state: _CycleState) -> None:
+        self.request = request
+        self.state = state
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+        self.idle: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self) -> None:
+        assert self.transport is not None
+        self.transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer + data if self.buffer else data
+        state = self.state
+        if buffer == CYCLE_NULL_REPLY:
+            state.completed += 1
+        elif len(buffer) < len(CYCLE_NULL_REPLY) and CYCLE_NULL_REPLY.startswith(buffer):
+            self.buffer = buffer  # a split reply: wait for the rest
+            return
+        else:
+            # Nothing should arrive on this queue; count it, keep a sample, go on. A reply
+            # split so that it ends mid-line is treated as ended: the count is a signal only.
+            state.unexpected += 1
+            if not state.first_unexpected:
+                state.first_unexpected = buffer[:200]
+        self.buffer = b""
+        if state.running:
+            self.send()
+        elif not self.idle.done():
+            self.idle.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.state.running:
+            self.state.lost += 1
+        if not self.idle.done():
+            self.idle.set_result(None)
+
+
+async def _blocked_cycle_load(
+    port: int, pid: int, clients: int, timeout_ms: int, seconds: float
+) -> dict[str, object]:
+    loop = asyncio.get_running_loop()
+    state = _CycleState()
+    queue = b"q"
+    node = psutil.Process(pid)
+    # The client that blocks forever: registered first, so it heads the queue's waiters.
+    blocked = _CycleClient(_resp_command(b"GETJOB", b"TIMEOUT", b"0", b"FROM", queue), state)
+    await loop.create_connection(lambda: blocked, "127.0.0.1", port)
+    blocked.send()
+    await asyncio.sleep(0.2)
+    request = _resp_command(b"GETJOB", b"TIMEOUT", str(timeout_ms).encode(), b"FROM", queue)
+    cyclers: list[_CycleClient] = []
+    for _ in range(clients):
+        client = _CycleClient(request, state)
+        await loop.create_connection(lambda client=client: client, "127.0.0.1", port)
+        cyclers.append(client)
+    await asyncio.sleep(0.2)
+
+    samples: list[tuple[str, float, int]] = []  # (label, seconds, rss bytes)
+    trace: list[tuple[float, int, int]] = []  # (seconds, rss, completed), every second
+    started = time.monotonic()
+    driver_cpu0 = time.process_time()
+    node_cpu0 = sum(node.cpu_times()[:2])
+    samples.append(("0 s", 0.0, rss_of(pid)))
+    print(f"blocked-cycle: t=0s rss={samples[0][2] / 2**20:.1f} MB", flush=True)
+    for client in cyclers:
+        client.send()
+    checkpoints = [seconds / 2, seconds]
+    next_trace = 1.0
+    while True:
+        now = time.monotonic() - started
+        if checkpoints and now >= checkpoints[0]:
+            mark = checkpoints.pop(0)
+            samples.append((f"{mark:g} s", now, rss_of(pid)))
+        if now >= next_trace:
+            trace.append((now, rss_of(pid), state.completed))
+            if int(next_trace) % 10 == 0 or not checkpoints:
+                rate = (trace[-1][2] - (trace[-11][2] if len(trace) > 10 else 0)) / min(10.0, now)
+                print(
+                    f"blocked-cycle: t={now:.0f}s rss={trace[-1][1] / 2**20:.1f} MB "
+                    f"getjob/s (last 10 s)={rate:,.0f}",
+                    flush=True,
+                )
+            next_trace += 1.0
+        if not checkpoints:
+            break
+        await asyncio.sleep(min(0.05, max(0.0, min(checkpoints[0], next_trace) - now)))
+    elapsed = time.monotonic() - started
+    completed = state.completed
+    driver_cpu = time.process_time() - driver_cpu0
+    node_cpu = sum(node.cpu_times()[:2]) - node_cpu0
+
+    # Stop: each client finishes its GETJOB in flight (<= timeout_ms), then all close.
+    state.running = False
+    await asyncio.wait([c.idle for c in cyclers], timeout=timeout_ms / 1000 + 10)
+    blocked_now = -1
+    try:
+        info = redis.Redis(port=port, protocol=2, socket_timeout=5).info("clients")
+        blocked_now = int(info.get("blocked_clients", -1))
+    except redis.RedisError:
+        pass
+    for client in cyclers:
+        if client.transport is not None:
+            client.transport.close()
+    # Informational, outside the verdict: what the forever-blocked client still pins.
+    await asyncio.sleep(2.0)
+    held = rss_of(pid)
+    if blocked.transport is not None:
+        blocked.transport.close()  # releases the forever-blocked client
+    await asyncio.sleep(2.0)
+    samples.append(("after", time.monotonic() - started, rss_of(pid)))
+    return {
+        "samples": samples,
+        "trace": trace,
+        "elapsed": elapsed,
+        "completed": completed,
+        "unexpected": state.unexpected,
+        "first_unexpected": state.first_unexpected,
+        "lost": state.lost,
+        "driver_cpu_percent": 100.0 * driver_cpu / elapsed,
+        "node_cpu_percent": 100.0 * node_cpu / elapsed,
+        "blocked_clients_at_stop": blocked_now,
+        "rss_held": held,
+    }
+
+
+def run_blocked_cycle(
+    workdir: Path, results: dict[str, object], seconds: float, clients: int, timeout_ms: int
+) -> None:
+    """RSS of a fresh node while timed-out GETJOBs cycle behind one that never times out."""
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency of the node
+        runner = asyncio.run
+    print(
+        f"blocked-cycle: 1 client in GETJOB TIMEOUT 0 FROM q, {clients} clients looping "
+        f"GETJOB TIMEOUT {timeout_ms} FROM q for {seconds:g} s "
+        f"(ideal {clients * 1000 / timeout_ms:,.0f} GETJOB/s)",
+        flush=True,
+    )
+    with conveyor_node(workdir) as (port, process):
+        load = _blocked_cycle_load(port, process.pid, clients, timeout_ms, seconds)
+        out = runner(asyncio.wait_for(load, timeout=seconds + 60))
+    samples = out["samples"]
+    rates = out["completed"] / out["elapsed"]
+    rss_values = [rss for _, _, rss in samples]
+    spread = max(rss_values) / min(rss_values)
+    flat = spread <= CYCLE_RSS_FLAT
+    print(
+        "blocked-cycle: RSS "
+        + ", ".join(f"{label} {rss / 2**20:.1f} MB" for label, _, rss in samples)
+        + " ('after' = 2 s after the looping clients and the blocked one closed; 2 s after"
+        + f" only the looping clients closed: {out['rss_held'] / 2**20:.1f} MB)",
+        flush=True,
+    )
+    print(
+        f"blocked-cycle: {out['completed']:,} GETJOBs in {out['elapsed']:.1f} s = "
+        f"{rates:,.0f}/s (ideal {clients * 1000 / timeout_ms:,.0f}/s); "
+        f"node CPU {out['node_cpu_percent']:.0f}%, driver CPU {out['driver_cpu_percent']:.0f}%; "
+        f"unexpected replies {out['unexpected']}, connections lost {out['lost']}, "
+        f"blocked_clients at stop {out['blocked_clients_at_stop']}",
+        flush=True,
+    )
+    if out["first_unexpected"]:
+        print(f"blocked-cycle: first unexpected reply {out['first_unexpected']!r}", flush=True)
+    verdict = f"RSS flat within 5%: {'yes' if flat else 'no'} (max/min = {spread:.2f})"
+    print(verdict, flush=True)
+    results["blocked_cycle_rss_samples_mb"] = [
+        (label, round(rss / 2**20, 1)) for label, _, rss in samples
+    ]
+    results["blocked_cycle_held_rss_mb"] = out["rss_held"] / 2**20
+    results["blocked_cycle_getjob_per_s"] = rates
+    results["blocked_cycle_node_cpu_percent"] = out["node_cpu_percent"]
+    results["blocked_cycle_driver_cpu_percent"] = out["driver_cpu_percent"]
+    results["blocked_cycle_unexpected_replies"] = out["unexpected"]
+    results["blocked_cycle_rss_max_over_min"] = spread
+    results["blocked_cycle_verdict"] = verdict
+    results["blocked_cycle_rss_trace_mb"] = [
+        (round(t, 1), round(rss / 2**20, 1)) for t, rss, _ in out["trace"]
+    ]
+
+
 # -- report ----------------------------------------------------------------------------------
 def print_report(results: dict[str, object]) -> None:
     from rich.console import Console
@@ -344,6 +575,19 @@ def print_report(results: dict[str, object]) -> None:
             verdict = "met" if (value >= goal if higher_is_better else value <= goal) else "MISSED"
         other.add_row(label, f"{value:,.2f}", target_text, verdict)
     console.print(other)
+    if "blocked_cycle_verdict" in results:
+        cycle = Table(title="blocked-cycle: node RSS, 1 GETJOB TIMEOUT 0 + looping TIMEOUT 20")
+        samples = results["blocked_cycle_rss_samples_mb"]
+        for label, _ in samples:  # type: ignore[attr-defined]
+            cycle.add_column(f"RSS {label}")
+        for column in ("GETJOB/s", "verdict"):
+            cycle.add_column(column)
+        cycle.add_row(
+            *(f"{value:.1f} MB" for _, value in samples),  # type: ignore[attr-defined]
+            f"{results['blocked_cycle_getjob_per_s']:,.0f}",
+            str(results["blocked_cycle_verdict"]),
+        )
+        console.print(cycle)
     for phase in ("addjob", "getjob"):
         profile = results.get(f"profile_{phase}") or []
         if not profile:
@@ -357,9 +601,9 @@ def print_report(results: dict[str, object]) -> None:
         console.print(table)
 
 
-PHASES = ("ops", "e2e", "latency", "memory")
+PHASES = ("ops", "e2e", "latency", "memory", "blocked-cycle")
 # Not part of the default run: compares the node with itself.
-EXTRA_PHASES = ("eventlog",)
+EXTRA_PHASES = ("eventlog", "addjob-instr")
 EVENT_LOG_TARGET = 0.90
 
 
@@ -373,7 +617,21 @@ def main() -> None:
         help=f"comma-separated phases of {PHASES + EXTRA_PHASES}",
     )
     parser.add_argument(
-        "--rounds", type=int, default=3, help="eventlog: off/on node pairs to run (default 3)"
+        "--rounds",
+        type=int,
+        default=3,
+        help="eventlog: off/on node pairs; addjob-instr: fresh nodes (default 3)",
+    )
+    parser.add_argument(
+        "--cycle-seconds",
+        type=float,
+        help="blocked-cycle: seconds of load (default 60, 6 with --quick)",
+    )
+    parser.add_argument(
+        "--cycle-clients", type=int, default=200, help="blocked-cycle: looping clients (200)"
+    )
+    parser.add_argument(
+        "--cycle-timeout-ms", type=int, default=20, help="blocked-cycle: GETJOB TIMEOUT (20)"
     )
     options = parser.parse_args()
     phases = set(options.only.split(","))
@@ -397,6 +655,8 @@ def main() -> None:
             with conveyor_node(workdir) as (port, _):
                 p50, p99 = latency_at_rate(port, 2000, 10_000 // scale)
                 results["latency_p50_ms"], results["latency_p99_ms"] = p50, p99
+        if "addjob-instr" in phases:
+            run_addjob_instructions(workdir, results, options.rounds, 20_000 // scale)
         if "eventlog" in phases:
             run_event_log(workdir, results, requests_p1, requests_p16, options.rounds)
         if "memory" in phases:
@@ -405,12 +665,17 @@ def main() -> None:
                 per_job, rate = bytes_per_job(port, process.pid, memory_jobs)
                 results["bytes_per_job"] = per_job
                 results["memory_fill_jobs_per_s"] = rate
+        if "blocked-cycle" in phases:
+            seconds = options.cycle_seconds or (60.0 / scale)
+            run_blocked_cycle(
+                workdir, results, seconds, options.cycle_clients, options.cycle_timeout_ms
+            )
 
     if phases == set(PHASES):
         print_report(results)
     else:
         for key, value in results.items():
-            if not key.startswith("profile_"):
+            if not key.startswith("profile_") and not key.endswith("_trace_mb"):
                 print(f"{key}: {value:,.2f}" if isinstance(value, float) else f"{key}: {value}")
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
@@ -443,6 +708,92 @@ def counting_instructions(pid: int, out: Path) -> Iterator[dict[str, int]]:
             fields = line.split(",")
             if len(fields) > 2 and fields[0].isdigit():
                 counts[fields[2]] = int(fields[0])
+
+
+# -- addjob-instr: instructions per ADDJOB without hardware counters ---------------------------
+@contextmanager
+def callgrind_node(workdir: Path) -> Iterator[tuple[int, int, Path]]:
+    """A node under valgrind's callgrind, instrumentation off until asked for."""
+    port = free_port()
+    data = workdir / f"node-{port}"
+    data.mkdir(parents=True)
+    out_dir = workdir / f"callgrind-{port}"
+    out_dir.mkdir()
+    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={out_dir}/cg.%p.out",
+               sys.executable, "-m", "conveyor.cli", "server", "--port", str(port),
+               "--dir", str(data)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_ping(port, timeout_s=120.0)
+        yield port, process.pid, out_dir  # valgrind runs the node in its own pid
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def _callgrind_control(pid: int, *args: str) -> None:
+    subprocess.run(
+        ["callgrind_control", *args, str(pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+        check=True,
+    )
+
+
+@contextmanager
+def callgrind_window(pid: int, out_dir: Path) -> Iterator[dict[str, int]]:
+    """User-space instructions (callgrind's Ir) the node runs inside the block."""
+    counts: dict[str, int] = {}
+    _callgrind_control(pid, "-z")
+    _callgrind_control(pid, "-i", "on")
+    try:
+        yield counts
+    finally:
+        _callgrind_control(pid, "-i", "off")
+        _callgrind_control(pid, "-d")
+        dumps = sorted(out_dir.glob("cg.*.out.*"), key=lambda path: int(path.suffix[1:]))
+        for line in dumps[-1].read_text().splitlines() if dumps else ():
+            if line.startswith("totals:"):
+                counts["Ir"] = int(line.split()[1])
+
+
+def run_addjob_instructions(
+    workdir: Path, results: dict[str, object], rounds: int, requests: int
+) -> None:
+    """Node instructions per ADDJOB (100 B, 50 clients) at -P 1 and -P 16, under callgrind.
+
+    perf stat counts nothing on VMs without a virtual PMU ("<not supported>"); callgrind
+    counts every user-space instruction the node runs, steady from run to run. Kernel
+    instructions are not counted, and under valgrind the node is ~10x slower, so each read
+    carries more pipelined commands than at full speed: compare these figures between
+    trees, not with perf's user + kernel counts.
+    """
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("addjob-instr: valgrind is missing (apt-get install valgrind)", flush=True)
+        return
+    add = (b"ADDJOB", b"q", BODY, b"0")
+    figures: dict[str, list[float]] = collections.defaultdict(list)
+    for round_number in range(rounds):
+        with callgrind_node(workdir) as (port, pid, out_dir):
+            redis_benchmark(port, requests, 16, b"ADDJOB", b"warm-up", BODY, b"0")
+            line = []
+            for pipeline in (1, 16):
+                with callgrind_window(pid, out_dir) as counts:
+                    redis_benchmark(port, requests, pipeline, *add)
+                per_add = counts["Ir"] / requests
+                figures[f"p{pipeline}"].append(per_add)
+                line.append(f"P{pipeline} {per_add:,.0f}")
+        print(
+            f"addjob-instr round {round_number + 1}: node instructions per ADDJOB "
+            f"(callgrind, user space, {requests:,} ADDJOBs): " + ", ".join(line),
+            flush=True,
+        )
+    for pipeline in (1, 16):
+        values = figures[f"p{pipeline}"]
+        results[f"addjob_p{pipeline}_instructions_callgrind"] = statistics.median(values)
+        results[f"addjob_p{pipeline}_instructions_callgrind_runs"] = [round(v) for v in values]
 
 
 def run_event_log(
@@ -503,9 +854,7 @@ def run_event_log(
     results["eventlog_bytes_written"] = written
 
 
-def run_ops(
-    workdir: Path, results: dict[str, object], requests_p1: int, requests_p16: int
-) -> None:
+def run_ops(workdir: Path, results: dict[str, object], requests_p1: int, requests_p16: int) -> None:
     """redis-benchmark against redis-server, then the same against a node, with py-spy."""
     add = (b"ADDJOB", b"q", BODY, b"0")
     with redis_server(workdir) as (redis_port, _):
@@ -534,6 +883,8 @@ def run_ops(
         if spy:
             spy.wait(30)
         results["profile_getjob"] = summarize_profile(profile_out)
+    for key in ("addjob_p1", "addjob_p16", "getjob_p16"):  # the "ratio to redis" figures
+        results[f"{key}_ratio"] = results[f"{key}_ops"] / results[f"{key}_redis_ops"]  # type: ignore[operator]
 
 
 if __name__ == "__main__":

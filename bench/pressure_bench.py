@@ -57,8 +57,19 @@ def _start_redis(directory: str) -> tuple[subprocess.Popen[bytes], int]:
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     port = _free_port()
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", directory],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -79,8 +90,13 @@ def _start_redis(directory: str) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def _producer(
-    scenario: Scenario, url: str, messages: int, size: int, stop_at: float,
-    start: Event, results: Any,
+    scenario: Scenario,
+    url: str,
+    messages: int,
+    size: int,
+    stop_at: float,
+    start: Event,
+    results: Any,
 ) -> None:
     payload = b"x" * size
     done = 0
@@ -145,8 +161,9 @@ def run_scenario(
     # Spawned interpreters take a moment to import; the clock starts when both are ready.
     stop_at = time.time() + time_limit + 10
     workers = [
-        ctx.Process(target=_producer, args=(scenario, url, messages, size, stop_at, start,
-                                            results)),
+        ctx.Process(
+            target=_producer, args=(scenario, url, messages, size, stop_at, start, results)
+        ),
         ctx.Process(target=_consumer, args=(scenario, url, messages, stop_at, start, results)),
     ]
     for worker in workers:
@@ -171,8 +188,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--time-limit", type=float, default=300.0,
-                        help="seconds per scenario before the loops stop")
+    parser.add_argument(
+        "--time-limit", type=float, default=300.0, help="seconds per scenario before the loops stop"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="pressure-bench-") as directory:
@@ -180,9 +198,11 @@ def main() -> None:
         url = f"redis://127.0.0.1:{port}/0"
         try:
             version = redis.Redis.from_url(url).info("server")["redis_version"]
-            print(f"pressure bench: {args.messages} messages of {args.size} B, one producer and "
-                  f"one consumer process; redis-server {version} on 127.0.0.1:{port}; "
-                  f"Python {platform.python_version()}, redis-py {redis.__version__}")
+            print(
+                f"pressure bench: {args.messages} messages of {args.size} B, one producer and "
+                f"one consumer process; redis-server {version} on 127.0.0.1:{port}; "
+                f"Python {platform.python_version()}, redis-py {redis.__version__}"
+            )
             rows = []
             for scenario in SCENARIOS:
                 sides = run_scenario(scenario, url, args.messages, args.size, args.time_limit)
@@ -196,8 +216,10 @@ def main() -> None:
     print("-" * len(header))
     for label, put, get in rows:
         cut = "" if put.count == get.count == args.messages else "  (cut short)"
-        print(f"{label:<20} {put.count / put.elapsed:>11,.0f} {get.count / get.elapsed:>11,.0f} "
-              f"{put.count:>8} {get.count:>8}{cut}")
+        print(
+            f"{label:<20} {put.count / put.elapsed:>11,.0f} {get.count / get.elapsed:>11,.0f} "
+            f"{put.count:>8} {get.count:>8}{cut}"
+        )
 
 
 if __name__ == "__main__":

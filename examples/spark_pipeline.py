@@ -68,9 +68,7 @@ def totals(jobs: DataFrame) -> DataFrame:
     return orders.select(
         F.col("o.order").alias("order"),
         F.size("o.items").alias("items"),
-        F.round(F.aggregate("o.items", F.lit(0.0), lambda acc, x: acc + x.price), 2).alias(
-            "total"
-        ),
+        F.round(F.aggregate("o.items", F.lit(0.0), lambda acc, x: acc + x.price), 2).alias("total"),
         F.col("job"),
     )
 
@@ -129,16 +127,60 @@ def queue_drained(nodes: str, queue: str) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Conveyor → Spark → Conveyor + Parquet")
-    parser.add_argument("--nodes", default="127.0.0.1:7711")
-    parser.add_argument("--source", default="orders")
-    parser.add_argument("--sink", default="totals")
-    parser.add_argument("--parquet", type=Path, default=Path("data/totals"))
-    parser.add_argument("--checkpoint", type=Path, default=Path("data/pipeline-checkpoint"))
-    parser.add_argument("--max-jobs", type=int, default=10_000, help="maxJobsPerTrigger")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--seed", type=int, default=0, help="add N demo orders first")
-    parser.add_argument("--until-empty", action="store_true")
+    parser = argparse.ArgumentParser(
+        description="Read JSON orders from a Conveyor queue, total each one with Spark, and "
+        "write the totals to another queue and to a Parquet table (at-least-once).",
+    )
+    parser.add_argument(
+        "--nodes",
+        default="127.0.0.1:7711",
+        help="Conveyor nodes to read from and write to, comma-separated host:port "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--source", default="orders", help="queue the orders are read from (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--sink", default="totals", help="queue the totals are added to (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--parquet",
+        type=Path,
+        default=Path("data/totals"),
+        help="directory of the Parquet table the totals are appended to (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=Path("data/pipeline-checkpoint"),
+        help="directory for Spark's checkpoint and the source's lease journal; keep it between "
+        "runs so a restarted pipeline replays its last batch exactly (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-jobs",
+        type=int,
+        default=10_000,
+        help="at most this many jobs per micro-batch, the source's maxJobsPerTrigger "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master URL, e.g. local[4] or spark://host:7077 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first add N demo orders to the source queue (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--until-empty",
+        action="store_true",
+        help="stop once the source queue is drained and every job is acked (without it: run "
+        "until interrupted)",
+    )
     args = parser.parse_args()
 
     from conveyor.spark.session import local_session

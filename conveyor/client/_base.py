@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Self
 
+from redis.maint_notifications import MaintNotificationsConfig
+
 from conveyor.client import _parse
 from conveyor.client._address import (
     Address,
@@ -14,7 +16,7 @@ from conveyor.client._address import (
     parse_nodes,
     parse_url,
 )
-from conveyor.client.errors import ConnectionError
+from conveyor.client.errors import ConnectionError, ReplyError
 from conveyor.client.job import Hello, NodeInfo
 
 
@@ -41,6 +43,8 @@ class BaseClient:
         self._redis_options = redis_options
         self._address: Address | None = None
         self._hello: Hello | None = None
+        # Nodes that refused redis-py's `HELLO 3` (Disque servers): spoken to in RESP2.
+        self._resp2_nodes: set[Address] = set()
         self._closed = False
         self._init_io()
 
@@ -102,16 +106,42 @@ class BaseClient:
             "host": host,
             "port": port,
             "password": self._password,
-            "protocol": 2,  # HELLO has arity 1 on Disque: no RESP3
+            # redis-py's default protocol (RESP3 since redis-py 8: `HELLO 3` on connect);
+            # Conveyor replies decode to the same values in RESP2 and RESP3.
             "socket_timeout": self._socket_timeout,
             "socket_connect_timeout": self._socket_connect_timeout,
             "socket_keepalive": True,
-            "driver_info": None,  # no CLIENT SETINFO, which Disque does not know
+            # A new connection sends HELLO (and AUTH) only: no CLIENT SETINFO, and no
+            # CLIENT MAINT_NOTIFICATIONS (a Redis Enterprise feature; Conveyor would
+            # answer each with an error redis-py ignores, one round trip each).
+            "driver_info": None,
+            "maint_notifications_config": MaintNotificationsConfig(enabled=False),
             "encoding_errors": _parse.ENCODING_ERRORS,
             "max_connections": self._max_connections,
         }
+        if address in self._resp2_nodes:
+            options["protocol"] = 2
         options.update(self._redis_options)
         return options
+
+    def _resp3_refused(self, address: Address, exc: ReplyError) -> bool:
+        """True when `exc` is a node's answer to redis-py's `HELLO 3` handshake saying it
+        does not speak RESP3 (Disque: HELLO takes no argument; Redis < 6: no HELLO;
+        `NOPROTO`); the address is then remembered, to be spoken to in RESP2.
+
+        False when it is already, or the caller chose a protocol: the error stands.
+        """
+        if address in self._resp2_nodes or "protocol" in self._redis_options:
+            return False
+        text = str(exc).lower()
+        if not (
+            text.startswith("noproto")
+            or "wrong number of arguments for 'hello'" in text
+            or ("unknown command" in text and "hello" in text)
+        ):
+            return False
+        self._resp2_nodes.add(address)
+        return True
 
     def _read_timeout(self, wait_s: float | None) -> float | None:
         """The socket read timeout for a command that may take `wait_s` on the node;

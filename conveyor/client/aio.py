@@ -80,21 +80,31 @@ class AsyncClient(BaseClient):
         failures: list[str] = []
         last: ConnectionError | None = None
         for address in self._candidates():
-            client = self._new_redis(address)
             try:
-                reply = await self._exchange(client, cmd.hello(address[0]), address)
+                client, reply = await self._hello_on(address)
             except ConnectionError as exc:
-                await client.aclose()
                 failures.append(str(exc))
                 last = exc
                 continue
-            except BaseException:
-                await client.aclose()
-                raise
             self._address = address
             self._hello = reply
             return client
         raise self._unreachable(failures, last)
+
+    async def _hello_on(self, address: Address) -> tuple[redis.asyncio.Redis, Hello]:
+        """A redis-py client on `address` and the node's HELLO; in RESP2 if the node
+        refuses redis-py's RESP3 handshake (a Disque server)."""
+        while True:
+            client = self._new_redis(address)
+            try:
+                return client, await self._exchange(client, cmd.hello(address[0]), address)
+            except ReplyError as exc:
+                await client.aclose()
+                if not self._resp3_refused(address, exc):
+                    raise
+            except BaseException:
+                await client.aclose()
+                raise
 
     async def _drop(self, client: redis.asyncio.Redis) -> None:
         if self._redis is client:

@@ -80,21 +80,31 @@ class Client(BaseClient):
         failures: list[str] = []
         last: ConnectionError | None = None
         for address in self._candidates():
-            client = self._new_redis(address)
             try:
-                reply = self._exchange(client, cmd.hello(address[0]), address)
+                client, reply = self._hello_on(address)
             except ConnectionError as exc:
-                client.close()
                 failures.append(str(exc))
                 last = exc
                 continue
-            except BaseException:
-                client.close()
-                raise
             self._address = address
             self._hello = reply
             return client
         raise self._unreachable(failures, last)
+
+    def _hello_on(self, address: Address) -> tuple[redis.Redis, Hello]:
+        """A redis-py client on `address` and the node's HELLO; in RESP2 if the node
+        refuses redis-py's RESP3 handshake (a Disque server)."""
+        while True:
+            client = self._new_redis(address)
+            try:
+                return client, self._exchange(client, cmd.hello(address[0]), address)
+            except ReplyError as exc:
+                client.close()
+                if not self._resp3_refused(address, exc):
+                    raise
+            except BaseException:
+                client.close()
+                raise
 
     def _drop(self, client: redis.Redis) -> None:
         with self._lock:

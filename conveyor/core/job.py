@@ -40,6 +40,8 @@ class Job:
         "flags",
         "id",
         "nacks",
+        "nodes_confirmed",
+        "nodes_delivered",
         "qtime",
         "queue",
         "repl",
@@ -61,6 +63,10 @@ class Job:
     qtime: int  # absolute ms of the next timed (re)queue while active, 0 when none
     flags: int
     awake: int  # timer bucket the job is filed under, 0 when none
+    # The nodes that may hold a copy, and those that confirmed they do. None means "this
+    # node only": the one-holder case costs one shared pointer, not a tuple per job.
+    nodes_delivered: tuple[bytes, ...] | None
+    nodes_confirmed: tuple[bytes, ...] | None
 
     def __init__(
         self,
@@ -87,6 +93,8 @@ class Job:
         self.qtime = 0
         self.flags = 0
         self.awake = 0
+        self.nodes_delivered = None
+        self.nodes_confirmed = None
 
     def __lt__(self, other: Job) -> bool:
         # Only reached when two ctimes tie (jobs from different nodes): order by ID.

@@ -5,6 +5,11 @@ bucket's key is the one int object every job in it shares), because at a million
 heap tuple per job would cost more than the job. Other deadlines (blocked clients,
 queue GC) are few and go on a plain heap. Nothing here runs by itself: the driver asks
 `next_deadline()` and calls back when it is due, so an idle node sleeps.
+
+A call can be cancelled (a blocked GETJOB answered long before its TIMEOUT): the entry
+drops its callback and argument at once, so nothing it pointed to is kept alive, and
+the heap is rebuilt when cancelled entries outnumber live ones, so a client cycling
+short GETJOBs cannot grow it.
 """
 
 from __future__ import annotations
@@ -16,11 +21,16 @@ from typing import Any
 
 from conveyor.core.job import Job
 
+# A pending call: [when_ms, seq, callback, arg]; callback None once cancelled.
+TimerEntry = list[Any]
+_COMPACT_SLACK = 64
+
 
 class Timers:
     __slots__ = (
         "_bucket_heap",
         "_buckets",
+        "_cancelled",
         "_last",
         "_last_when",
         "_misc",
@@ -33,7 +43,8 @@ class Timers:
         # key -> (the canonical key object, the jobs filed there)
         self._buckets: dict[int, tuple[int, list[Job]]] = {}
         self._bucket_heap: list[int] = []
-        self._misc: list[tuple[int, int, Callable[[Any, int], None], Any]] = []
+        self._misc: list[TimerEntry] = []
+        self._cancelled = 0  # cancelled entries still in _misc
         self._seq = itertools.count()
         # The bucket filed into last; key -1 never matches. A popped bucket must not stay
         # here, or jobs would be filed into a list nobody will look at again.
@@ -82,28 +93,56 @@ class Timers:
         return due
 
     # -- other deadlines ----------------------------------------------------------------
-    def call_at(self, when_ms: int, callback: Callable[[Any, int], None], arg: Any) -> None:
-        heapq.heappush(self._misc, (when_ms, next(self._seq), callback, arg))
+    def call_at(self, when_ms: int, callback: Callable[[Any, int], None], arg: Any) -> TimerEntry:
+        """Run callback(arg, now_ms) once when_ms is due; returns a handle for cancel()."""
+        entry: TimerEntry = [when_ms, next(self._seq), callback, arg]
+        heapq.heappush(self._misc, entry)
+        return entry
+
+    def cancel(self, entry: TimerEntry) -> None:
+        if entry[2] is None:
+            return
+        entry[2] = entry[3] = None
+        self._cancelled += 1
+        misc = self._misc
+        if self._cancelled > _COMPACT_SLACK and self._cancelled * 2 > len(misc):
+            self._misc = [live for live in misc if live[2] is not None]
+            heapq.heapify(self._misc)
+            self._cancelled = 0
 
     def due_calls(self, now_ms: int) -> list[tuple[Callable[[Any, int], None], Any]]:
         misc = self._misc
         due = []
         while misc and misc[0][0] <= now_ms:
             _, _, callback, arg = heapq.heappop(misc)
-            due.append((callback, arg))
+            if callback is None:
+                self._cancelled -= 1
+            else:
+                due.append((callback, arg))
         return due
 
+    def pending_calls(self) -> list[tuple[int, Callable[[Any, int], None], Any]]:
+        """(when, callback, arg) of every call not yet run nor cancelled."""
+        return [(entry[0], entry[2], entry[3]) for entry in self._misc if entry[2] is not None]
+
+    def call_entries(self) -> int:
+        """Entries held for calls, cancelled ones included: what the heap costs."""
+        return len(self._misc)
+
     def next_deadline(self) -> int | None:
-        candidates = []
-        if self._bucket_heap:
-            candidates.append(self._bucket_heap[0])
-        if self._misc:
-            candidates.append(self._misc[0][0])
-        return min(candidates) if candidates else None
+        misc = self._misc
+        while misc and misc[0][2] is None:  # no wake-up for a cancelled call
+            heapq.heappop(misc)
+            self._cancelled -= 1
+        buckets = self._bucket_heap
+        if buckets:
+            return min(buckets[0], misc[0][0]) if misc else buckets[0]
+        return misc[0][0] if misc else None
 
     def clear(self) -> None:
         self._buckets.clear()
         self._bucket_heap.clear()
         self._misc.clear()
+        self._cancelled = 0
         self._last = (-1, [])
         self._last_when = -1

@@ -6,7 +6,7 @@ from typing import Any
 
 
 class Waiter:
-    __slots__ = ("count", "deadline_ms", "done", "queues", "token", "with_counters")
+    __slots__ = ("count", "deadline_ms", "done", "queues", "timer", "token", "with_counters")
 
     def __init__(
         self,
@@ -22,3 +22,4 @@ class Waiter:
         self.with_counters = with_counters
         self.deadline_ms = deadline_ms  # 0 means wait forever
         self.done = False
+        self.timer: list[Any] | None = None  # the timeout's timer entry, while armed

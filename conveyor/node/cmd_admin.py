@@ -1,5 +1,5 @@
-"""Server commands: AUTH, PING, ECHO, QUIT, TIME, INFO, HELLO, CONFIG, CLUSTER, DEBUG,
-SHUTDOWN, COMMAND, CLIENT, BGREWRITEAOF."""
+"""Server commands: AUTH, PING, ECHO, QUIT, TIME, INFO, CONFIG, CLUSTER, DEBUG,
+SHUTDOWN, COMMAND, BGREWRITEAOF."""
 
 from __future__ import annotations
 
@@ -11,18 +11,20 @@ from conveyor.node import info as info_module
 from conveyor.node.config import ConfigError
 from conveyor.node.parsing import SYNTAX
 from conveyor.protocol.resp import (
-    NULL_BULK_BYTES,
     OK,
     PONG,
+    Map,
     Status,
     bulk,
     encode,
     error,
     integer,
+    verbatim,
 )
 
 if TYPE_CHECKING:
-    from conveyor.node.server import Connection, Server
+    from conveyor.node.context import ClientContext as Connection
+    from conveyor.node.context import NodeContext as Server
 
 
 def auth(server: Server, conn: Connection, args: list[bytes]) -> bytes:
@@ -62,14 +64,8 @@ def info(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if len(args) > 2:
         return error(SYNTAX)
     section = args[1].decode(errors="replace").lower() if len(args) == 2 else "default"
-    return bulk(info_module.render(server, section).encode())
-
-
-def hello(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    # [version, my id, [id, ip, port, priority] per known node]; port and priority are
-    # bulk strings in Disque, and clients parse them as such.
-    port = str(server.config["port"]).encode()
-    return encode([1, server.node_id.encode(), [server.node_id.encode(), b"", port, b"1"]])
+    # A verbatim string in RESP3, as Redis 7 sends INFO; clients strip its `txt:` prefix.
+    return verbatim(info_module.render(server, section).encode(), conn.protocol == 3)
 
 
 # -- CONFIG ---------------------------------------------------------------------------------
@@ -79,10 +75,13 @@ def config(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if sub == b"get":
         if len(args) != 3:
             return error("ERR Wrong number of arguments for CONFIG GET")
-        pairs: list[object] = []
-        for name, value in cfg.get(args[2].decode(errors="replace")):
-            pairs.extend((name.encode(), value.encode()))
-        return encode(pairs)
+        # A map in RESP3 (as Redis 7 sends it, and redis-py 8's config_get expects), the
+        # same pairs as a flat array in RESP2.
+        pairs = Map(
+            (name.encode(), value.encode())
+            for name, value in cfg.get(args[2].decode(errors="replace"))
+        )
+        return encode(pairs, conn.protocol == 3)
     if sub == b"set":
         if len(args) != 4:
             return error("ERR Wrong number of arguments for CONFIG SET")
@@ -117,12 +116,12 @@ def config(server: Server, conn: Connection, args: list[bytes]) -> bytes:
 def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
-    engine = server.engine
+    core = server.core
     node_id = server.node_id.encode()
     if sub == b"myid" and argc == 2:
         return bulk(node_id)
     if sub == b"nodes" and argc == 2:
-        flags = "myself,leaving" if engine.leaving else "myself"
+        flags = "myself,leaving" if core.leaving else "myself"
         line = f"{server.node_id} :{server.config['port']} {flags} 0 0 connected\n"
         return bulk(line.encode())
     if sub == b"info" and argc == 2:
@@ -137,11 +136,11 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         return bulk(text.encode())
     if sub == b"leaving" and argc in (2, 3):
         if argc == 2:
-            return b"+yes\r\n" if engine.leaving else b"+no\r\n"
+            return b"+yes\r\n" if core.leaving else b"+no\r\n"
         value = args[2].lower()
         if value not in (b"yes", b"no"):
             return error("ERR Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'")
-        engine.leaving = value == b"yes"
+        core.set_leaving(value == b"yes")
         return OK
     if sub == b"saveconfig" and argc == 2:
         return OK
@@ -155,7 +154,7 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         mode = args[2].lower() if argc == 3 else b"soft"
         if mode not in (b"soft", b"hard"):
             return error(SYNTAX)
-        server.engine.flush_all(server.now)  # blocked clients get a null reply via the wakeups
+        server.core.flush_all(server.now)  # blocked clients get a null reply via the wakeups
         if mode == b"hard":
             server.reset_node_id()
         return OK
@@ -167,7 +166,7 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
     if sub == b"flushall" and argc == 2:
-        server.engine.flush_all(server.now)  # blocked clients get a null reply via the wakeups
+        server.core.flush_all(server.now)  # blocked clients get a null reply via the wakeups
         return OK
     if sub == b"sleep" and argc == 3:
         try:
@@ -180,21 +179,19 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if sub == b"error" and argc == 3:
         return error(args[2].decode(errors="replace"))
     if sub == b"structsize" and argc == 2:
-        from conveyor.core.engine import JOB_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES
+        from conveyor.core.state import JOB_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES
 
-        return bulk(
-            f"job:{JOB_OVERHEAD_BYTES} queue:{QUEUE_OVERHEAD_BYTES}\r\n".encode()
-        )
+        return bulk(f"job:{JOB_OVERHEAD_BYTES} queue:{QUEUE_OVERHEAD_BYTES}\r\n".encode())
     if sub == b"jobs" and argc == 2:
         # [registered jobs, registered queues]: lets tests check nothing leaked.
-        return encode([len(server.engine.jobs), len(server.engine.queues)])
+        return encode([len(server.core.jobs), len(server.core.queues)])
     return error(
         "ERR Unknown DEBUG subcommand or wrong number of arguments for "
         f"'{args[1].decode(errors='replace')}'"
     )
 
 
-# -- SHUTDOWN, COMMAND, CLIENT ----------------------------------------------------------------
+# -- SHUTDOWN, COMMAND ----------------------------------------------------------------
 def shutdown(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
     if len(args) > 2:
         return error(SYNTAX)
@@ -209,6 +206,7 @@ def shutdown(server: Server, conn: Connection, args: list[bytes]) -> bytes | Non
 def command(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     # Unique commands (the table holds each under two spellings).
     commands = {cmd.name: cmd for cmd in server.commands.values()}
+    resp3 = conn.protocol == 3
     if len(args) == 1:
         return encode([_command_info(cmd) for cmd in commands.values()])
     sub = args[1].lower()
@@ -219,10 +217,11 @@ def command(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             [
                 _command_info(commands[name.lower()]) if name.lower() in commands else None
                 for name in args[2:]
-            ]
+            ],
+            resp3,  # unknown names: `_` in RESP3
         )
     if sub == b"docs":
-        return b"*0\r\n"
+        return b"%0\r\n" if resp3 else b"*0\r\n"  # a map in Redis 7
     if sub == b"list" and len(args) == 2:
         return encode(list(commands))
     return error("ERR Unknown subcommand or wrong number of arguments for 'COMMAND'")
@@ -240,45 +239,10 @@ _FLAG_NAMES = {
 
 def _command_info(cmd: object) -> list[object]:
     flags = [_FLAG_NAMES[flag] for flag in cmd.flags if flag in _FLAG_NAMES]  # type: ignore[attr-defined]
-    return [cmd.name, cmd.arity, [Status(flag) for flag in flags], 0, 0, 0]  # type: ignore[attr-defined]
-
-
-def client(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    sub = args[1].lower()
-    if sub == b"setname" and len(args) == 3:
-        if any(ch <= 32 or ch >= 127 for ch in args[2]):
-            return error("ERR Client names cannot contain spaces, newlines or special characters.")
-        conn.name = args[2]
-        return OK
-    if sub == b"getname" and len(args) == 2:
-        return bulk(conn.name) if conn.name else NULL_BULK_BYTES
-    if sub == b"id" and len(args) == 2:
-        return integer(conn.id)
-    if sub == b"list" and len(args) == 2:
-        now = server.now
-        lines = [
-            f"id={other.id} addr={other.addr} name={other.name.decode(errors='replace')} "
-            f"age={(now - other.created_ms) // 1000} "
-            f"flags={'b' if other.waiter is not None else 'N'}\n"
-            for other in server.clients.values()
-        ]
-        return bulk("".join(lines).encode())
-    if sub == b"kill" and len(args) == 3:
-        target = args[2].decode(errors="replace")
-        for other in list(server.clients.values()):
-            if other.addr == target:
-                other.close()
-                return OK
-        return error("ERR No such client")
-    if sub == b"setinfo":
-        # redis-py sends CLIENT SETINFO on connect; accepting it keeps its logs quiet.
-        return OK
-    return error(
-        "ERR Unknown subcommand or wrong number of arguments for "
-        f"'{args[1].decode(errors='replace')}'"
-    )
+    # The 7th element (ACL categories, none here) is Redis 6's; redis-py 8's RESP3 parser
+    # of COMMAND reads it.
+    return [cmd.name, cmd.arity, [Status(flag) for flag in flags], 0, 0, 0, []]  # type: ignore[attr-defined]
 
 
 def bgrewriteaof(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     return error("ERR AOF persistence is not available yet")
-

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from conveyor.core.engine import AddJobArgs, Engine
+from conveyor.core.args import AddJobArgs, GetJobArgs
 from conveyor.core.errors import CommandError
 from conveyor.core.job import STATE_BY_NAME, Job
+from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
 from conveyor.node.parsing import (
     SYNTAX,
@@ -19,16 +20,17 @@ from conveyor.node.parsing import (
 )
 from conveyor.node.replies import encode_getjob_reply, show_fields
 from conveyor.protocol.resp import (
-    NULL_ARRAY_BYTES,
-    NULL_BULK_BYTES,
     Status,
     encode,
     error,
     integer,
+    null_array,
+    null_bulk,
 )
 
 if TYPE_CHECKING:
-    from conveyor.node.server import Connection, Server
+    from conveyor.node.context import ClientContext as Connection
+    from conveyor.node.context import NodeContext as Server
 
 _REPLICATE_RANGE = "ERR REPLICATE must be between 1 and 65535"
 _TTL_POSITIVE = "ERR TTL must be a number > 0"
@@ -45,12 +47,12 @@ def _option_int(raw: bytes, message: str, minimum: int, maximum: int | None = No
     return value
 
 
-def parse_addjob(args: list[bytes], default_repl: int) -> tuple[AddJobArgs, int]:
+def parse_addjob(args: list[bytes]) -> AddJobArgs:
+    """ADDJOB's arguments; REPLICATE left None when not given (the node's default)."""
     if len(args) == 4:
         # No options: skip the option loop (the hot path of most producers).
-        return (
-            AddJobArgs(args[1], args[2], default_repl, 0, None, None, None, False),
-            parse_timeout_ms(args[3]),
+        return AddJobArgs(
+            args[1], args[2], None, 0, None, None, None, False, parse_timeout_ms(args[3])
         )
     repl: int | None = None
     delay = 0
@@ -80,28 +82,24 @@ def parse_addjob(args: list[bytes], default_repl: int) -> tuple[AddJobArgs, int]
         else:
             raise CommandError(SYNTAX)
         index += 2
-    timeout_ms = parse_timeout_ms(args[3])
-    return (
-        AddJobArgs(
-            queue=args[1],
-            body=args[2],
-            repl=default_repl if repl is None else repl,
-            delay_s=delay,
-            retry_s=retry,
-            ttl_s=ttl,
-            maxlen=maxlen,
-            asynchronous=asynchronous,
-        ),
-        timeout_ms,
+    return AddJobArgs(
+        queue=args[1],
+        body=args[2],
+        repl=repl,
+        delay_s=delay,
+        retry_s=retry,
+        ttl_s=ttl,
+        maxlen=maxlen,
+        asynchronous=asynchronous,
+        timeout_ms=parse_timeout_ms(args[3]),
     )
 
 
 def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    engine = server.engine
+    core = server.core
     if len(args) == 4 and args[3] == b"0":
-        return b"+" + engine.add_default_job(args[1], args[2], server.now).id + b"\r\n"
-    parsed, _timeout_ms = parse_addjob(args, min(engine.cluster_size, 3))
-    job = engine.add_job(parsed, server.now)
+        return b"+" + core.add_default_job(args[1], args[2], server.now).id + b"\r\n"
+    job = core.add_job(parse_addjob(args), server.now)
     # A status reply, as Disque sends it (clients expect '+', not a bulk).
     return b"+%s\r\n" % job.id
 
@@ -114,12 +112,8 @@ for _name, _code in ((b"from", _FROM), (b"nohang", _NOHANG), (b"withcounters", _
     _GETJOB_OPTIONS[_name] = _GETJOB_OPTIONS[_name.upper()] = _code
 
 
-def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
-    nohang = False
-    with_counters = False
-    timeout_ms = 0
-    count = 1
-    queues: list[bytes] = []
+def parse_getjob(args: list[bytes]) -> GetJobArgs:
+    parsed = GetJobArgs([])
     argc = len(args)
     index = 1
     while index < argc:
@@ -127,60 +121,59 @@ def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
         option = _GETJOB_OPTIONS.get(raw) or _GETJOB_OPTIONS.get(raw.lower(), 0)
         has_value = index + 1 < argc
         if option == _FROM:
-            queues = args[index + 1 :]
+            parsed.queues = args[index + 1 :]
             break
         if option == _NOHANG:
-            nohang = True
+            parsed.nohang = True
         elif option == _WITHCOUNTERS:
-            with_counters = True
+            parsed.with_counters = True
         elif option == _TIMEOUT and has_value:
-            timeout_ms = parse_timeout_ms(args[index + 1])
+            parsed.timeout_ms = parse_timeout_ms(args[index + 1])
             index += 1
         elif option == _COUNT and has_value:
-            count = _option_int(args[index + 1], _COUNT_POSITIVE, 1)
+            parsed.count = _option_int(args[index + 1], _COUNT_POSITIVE, 1)
             index += 1
         else:
             raise CommandError(SYNTAX)
         index += 1
-    if not queues:
+    if not parsed.queues:
         raise CommandError(SYNTAX)
-    engine = server.engine
-    jobs = engine.get_jobs(queues, count, server.now)
-    if jobs:
-        return encode_getjob_reply(jobs, with_counters)
-    if nohang:
-        return NULL_ARRAY_BYTES
-    if engine.leaving:
-        raise CommandError(
-            "LEAVING This node is leaving the cluster, please connect to a different one"
-        )
-    deadline = server.now + timeout_ms if timeout_ms else 0
-    server.block(conn, Waiter(conn, queues, count, with_counters, deadline))
-    return None
+    return parsed
+
+
+def getjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
+    parsed = parse_getjob(args)
+    result = server.core.get_job(parsed, conn, server.now)
+    if type(result) is Waiter:
+        server.block(conn, result)
+        return None
+    if result:
+        return encode_getjob_reply(result, parsed.with_counters)  # type: ignore[arg-type]
+    return null_array(conn.protocol == 3)
 
 
 def _count_reply(
-    server: Server, ids: list[bytes], apply: Callable[[Engine, list[bytes], int], int]
+    server: Server, ids: list[bytes], apply: Callable[[NodeCore, list[bytes], int], int]
 ) -> bytes:
     check_ids(ids)
-    return integer(apply(server.engine, ids, server.now))
+    return integer(apply(server.core, ids, server.now))
 
 
 def ackjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return _count_reply(server, args[1:], Engine.ack)
+    return _count_reply(server, args[1:], NodeCore.ack)
 
 
 def fastack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return _count_reply(server, args[1:], Engine.fast_ack)
+    return _count_reply(server, args[1:], NodeCore.fast_ack)
 
 
 def deljob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return _count_reply(server, args[1:], Engine.del_jobs)
+    return _count_reply(server, args[1:], NodeCore.del_jobs)
 
 
 def working(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     check_ids(args[1:2])
-    return integer(server.engine.working(args[1], server.now))
+    return integer(server.core.working(args[1], server.now))
 
 
 def nack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
@@ -191,23 +184,23 @@ def nack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         delay_s = _option_int(ids[-1], _DELAY_NON_NEGATIVE, 0)
         ids = ids[:-2]
     check_ids(ids)
-    return integer(server.engine.nack(ids, server.now, delay_s))
+    return integer(server.core.nack(ids, server.now, delay_s))
 
 
 def enqueue(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return _count_reply(server, args[1:], Engine.enqueue)
+    return _count_reply(server, args[1:], NodeCore.enqueue)
 
 
 def dequeue(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return _count_reply(server, args[1:], Engine.dequeue)
+    return _count_reply(server, args[1:], NodeCore.dequeue)
 
 
 def show(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     check_ids(args[1:2])
-    job = server.engine.jobs.get(args[1])
+    job = server.core.jobs.get(args[1])
     if job is None:
-        return NULL_BULK_BYTES
-    return encode(show_fields(job, server.node_id.encode(), server.now))
+        return null_bulk(conn.protocol == 3)
+    return encode(show_fields(job, server.core.node_name, server.now), conn.protocol == 3)
 
 
 def loadjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
@@ -237,13 +230,12 @@ def jscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     def accept(job: Job) -> bool:
         return (queue is None or job.queue == queue) and (not states or job.state in states)
 
-    engine = server.engine
-    next_cursor, ids = engine.scan_jobs(scan.cursor, scan.count, scan.busyloop, accept)
-    node_id = server.node_id.encode()
+    core = server.core
+    next_cursor, ids = core.scan_jobs(scan.cursor, scan.count, scan.busyloop, accept)
     items: list[object] = []
     for job_id in ids:
         if reply_all:
-            items.append(show_fields(engine.jobs[job_id], node_id, server.now))
+            items.append(show_fields(core.jobs[job_id], core.node_name, server.now))
         else:
             items.append(Status(job_id))
-    return encode([str(next_cursor).encode(), items])
+    return encode([str(next_cursor).encode(), items], conn.protocol == 3)

@@ -8,25 +8,26 @@ from conveyor.core.errors import CommandError
 from conveyor.core.queue import PAUSE_ALL, PAUSE_IN, PAUSE_NAMES, PAUSE_NONE, PAUSE_OUT, JobQueue
 from conveyor.node.parsing import SYNTAX, int_or_error, parse_scan_args
 from conveyor.node.replies import encode_getjob_reply
-from conveyor.protocol.resp import NULL_ARRAY_BYTES, encode, integer
+from conveyor.protocol.resp import encode, integer, null_array
 
 if TYPE_CHECKING:
-    from conveyor.node.server import Connection, Server
+    from conveyor.node.context import ClientContext as Connection
+    from conveyor.node.context import NodeContext as Server
 
 
 def qlen(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return integer(server.engine.qlen(args[1]))
+    return integer(server.core.qlen(args[1]))
 
 
 def qpeek(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     count = int_or_error(args[2])
-    return encode_getjob_reply(server.engine.qpeek(args[1], count), False)
+    return encode_getjob_reply(server.core.qpeek(args[1], count), False)
 
 
 def qstat(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    queue = server.engine.queues.get(args[1])
+    queue = server.core.queues.get(args[1])
     if queue is None:
-        return NULL_ARRAY_BYTES
+        return null_array(conn.protocol == 3)
     now = server.now
     return encode(
         [
@@ -40,7 +41,8 @@ def qstat(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             b"jobs-in", queue.jobs_in,
             b"jobs-out", queue.jobs_out,
             b"pause", PAUSE_NAMES[queue.pause],
-        ]
+        ],
+        conn.protocol == 3,
     )  # fmt: skip
 
 
@@ -62,8 +64,8 @@ def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         # No federation yet, so every queue imports at rate 0.
         return not (importrate is not None and importrate > 0)
 
-    next_cursor, names = server.engine.scan_queues(scan.cursor, scan.count, scan.busyloop, accept)
-    return encode([str(next_cursor).encode(), names])
+    next_cursor, names = server.core.scan_queues(scan.cursor, scan.count, scan.busyloop, accept)
+    return encode([str(next_cursor).encode(), names], conn.protocol == 3)
 
 
 _PAUSE_OPTIONS = {b"in": PAUSE_IN, b"out": PAUSE_OUT, b"all": PAUSE_ALL}
@@ -85,6 +87,5 @@ def pause(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             pass
         else:
             raise CommandError(SYNTAX)
-    engine = server.engine
-    result = engine.pause(args[1], flags if changed else None, server.now)
+    result = server.core.pause(args[1], flags if changed else None, server.now)
     return b"+%s\r\n" % PAUSE_NAMES[result]

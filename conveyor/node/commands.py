@@ -1,21 +1,22 @@
 """The command table: name -> arity, flags and handler, as in Disque's.
 
 Arity counts the command name; a negative arity is a minimum. Flags: w write, r read,
-m deny-oom, a admin, l ok while loading, F fast.
+m deny-oom, a admin, l ok while loading, F fast. `COMMANDS` holds the specs; each server
+builds its own table (`build_table`), so its call counters are its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from conveyor.node import cmd_admin, cmd_jobs, cmd_queues
+from conveyor.node import cmd_admin, cmd_client, cmd_jobs, cmd_queues
 
 if TYPE_CHECKING:
-    from conveyor.node.server import Connection, Server
+    from conveyor.node.context import ClientContext, NodeContext
 
-Handler = Callable[["Server", "Connection", list[bytes]], "bytes | None"]
+Handler = Callable[["NodeContext", "ClientContext", list[bytes]], "bytes | None"]
 
 
 @dataclass(slots=True)
@@ -63,12 +64,26 @@ COMMANDS: list[Command] = [
     _c("quit", -1, "rlF", cmd_admin.quit),
     _c("time", 1, "rF", cmd_admin.time_),
     _c("info", -1, "rl", cmd_admin.info),
-    _c("hello", 1, "rF", cmd_admin.hello),
+    _c("hello", -1, "rlF", cmd_client.hello),
     _c("config", -2, "ar", cmd_admin.config),
     _c("cluster", -2, "ar", cmd_admin.cluster),
     _c("debug", -2, "a", cmd_admin.debug),
     _c("shutdown", -1, "arl", cmd_admin.shutdown),
     _c("command", 0, "rl", cmd_admin.command),
-    _c("client", -2, "ar", cmd_admin.client),
+    _c("client", -2, "ar", cmd_client.client),
     _c("bgrewriteaof", 1, "ar", cmd_admin.bgrewriteaof),
 ]
+
+
+def build_table(renamed: dict[str, str]) -> dict[bytes, Command]:
+    """A server's own table, under lower- and upper-case names (the common spellings,
+    found without lower()). rename-command: a command answers to its new name only, and
+    "" hides it."""
+    table: dict[bytes, Command] = {}
+    for spec in COMMANDS:
+        command = replace(spec, calls=0, nanoseconds=0)
+        name = renamed.get(spec.name.decode(), spec.name.decode())
+        if name:
+            table[name.lower().encode()] = command
+            table[name.upper().encode()] = command
+    return table

@@ -3,6 +3,11 @@
 The file format is Redis': one `directive arg...` per line, `#` comments, arguments
 split like redis-cli input (double and single quotes). Directives Disque accepts but
 that mean nothing to Conveyor yet are accepted and kept, so existing config files load.
+
+Most directives keep the last value given. Three may appear on several lines, as in
+Redis: `client-output-buffer-limit` (one line per client class), `save` (each line adds
+save points) and `rename-command` (one rename per line); CONFIG REWRITE writes them back
+one line each, in place.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ _MEMORY_UNITS = {
     "g": 1000**3,
     "gb": 1024**3,
 }
-_MEMORY_RE = re.compile(r"^(\d+)([a-z]*)$")
+_MEMORY_RE = re.compile(r"^([0-9]+)([a-z]*)$")
+_DIGITS_RE = re.compile(r"^[0-9]+$")
 
 
 def parse_memory(text: str) -> int:
@@ -40,6 +46,34 @@ def parse_memory(text: str) -> int:
     if not match or match.group(2) not in _MEMORY_UNITS:
         raise ValueError(text)
     return int(match.group(1)) * _MEMORY_UNITS[match.group(2)]
+
+
+# Client classes of client-output-buffer-limit: Disque's only one, then those Redis' and
+# Disque's stock config files name (accepted and kept; Conveyor has no such clients).
+_LIMIT_CLASSES = {"normal": "normal", "slave": "slave", "replica": "slave", "pubsub": "pubsub"}
+
+
+def parse_buffer_limits(words: list[str]) -> list[list[str]]:
+    """`<class> <hard> <soft> <soft-seconds>` groups, as given; ValueError when bad."""
+    if not words or len(words) % 4:
+        raise ValueError(" ".join(words))
+    groups = [words[start : start + 4] for start in range(0, len(words), 4)]
+    for client_class, hard, soft, seconds in groups:
+        if client_class.lower() not in _LIMIT_CLASSES or not _DIGITS_RE.match(seconds):
+            raise ValueError(client_class)
+        parse_memory(hard)
+        parse_memory(soft)
+    return groups
+
+
+def parse_save_points(words: list[str]) -> list[tuple[int, int]]:
+    """`<seconds> <changes>` pairs; none for `save ""`; ValueError when bad."""
+    if words in ([], [""]):
+        return []
+    if len(words) % 2 or not all(_DIGITS_RE.match(word) for word in words):
+        raise ValueError(" ".join(words))
+    numbers = [int(word) for word in words]
+    return list(zip(numbers[::2], numbers[1::2], strict=True))
 
 
 def parse_bool(text: str) -> bool:
@@ -54,7 +88,7 @@ def parse_bool(text: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Directive:
     name: str
-    kind: str  # int | memory | bool | enum | string
+    kind: str  # int | memory | bool | enum | string | buffer-limits | save
     default: Any
     settable: bool = False
     choices: tuple[str, ...] = ()
@@ -63,6 +97,10 @@ class Directive:
     multi: bool = False  # takes several arguments (kept as one string)
 
     def parse(self, args: list[str]) -> Any:
+        if self.kind == "buffer-limits":
+            return parse_buffer_limits(args)
+        if self.kind == "save":
+            return parse_save_points(args)
         if self.multi:
             return " ".join(args)
         if len(args) != 1:
@@ -139,7 +177,10 @@ DIRECTIVES: dict[str, Directive] = {
         _d("slowlog-log-slower-than", "int", 10000, True),
         _d("slowlog-max-len", "int", 128, True, minimum=0),
         _d("latency-monitor-threshold", "int", 0, True, minimum=0),
-        _d("client-output-buffer-limit", "string", "normal 0 0 0", True, multi=True),
+        _d("client-output-buffer-limit", "buffer-limits", "normal 0 0 0", True, multi=True),
+        # RDB snapshots: Disque has none, nor has Conveyor. Accepted so Redis tools that
+        # read it (redis-benchmark asks CONFIG GET save) get Redis' "saving is off" answer.
+        _d("save", "save", "", True, multi=True),
         _d("watchdog-period", "int", 0, True, minimum=0),
         # Conveyor's own.
         _d("max-deliveries", "int", 0, True, minimum=0),
@@ -163,6 +204,11 @@ class Config:
     explicit: list[str] = field(default_factory=list)
     # rename-command lines: lower-case name -> new name ("" disables the command).
     renamed_commands: dict[str, str] = field(default_factory=dict)
+    # client-output-buffer-limit per class ("replica" is "slave"), each as its words were
+    # given (`pubsub 32mb 8mb 60`), so a rewrite leaves an unchanged line as it was.
+    buffer_limits: dict[str, list[str]] = field(
+        default_factory=lambda: {"normal": ["normal", "0", "0", "0"]}
+    )
     # Called with the directive name after a successful CONFIG SET; raising ConfigError
     # undoes the change and becomes CONFIG SET's error.
     on_change: Callable[[str], None] | None = None
@@ -189,10 +235,23 @@ class Config:
             raise ConfigError("Bad directive or wrong number of arguments")
         if not directive.multi and len(args) != 1:
             raise ConfigError(f"'{name}' takes one argument, got {len(args)}")
+        if directive.kind == "buffer-limits" and len(args) != 4:
+            raise ConfigError(
+                f"'{name}' takes 4 arguments (<class> <hard> <soft> <soft-seconds>), "
+                f"got {len(args)}"
+            )
         try:
-            self.values[name] = directive.parse(args)
+            parsed = directive.parse(args)
         except ValueError:
             raise ConfigError(f"Invalid argument for '{name}': {' '.join(args)}") from None
+        if directive.kind == "buffer-limits":
+            self._set_buffer_limits(parsed)
+        elif directive.kind == "save":
+            # Each line adds save points; `save ""` drops those given before it.
+            pairs = " ".join(f"{seconds} {changes}" for seconds, changes in parsed)
+            self.values[name] = " ".join(filter(None, (self.values[name], pairs))) if pairs else ""
+        else:
+            self.values[name] = parsed
         if name not in self.explicit:
             self.explicit.append(name)
 
@@ -250,54 +309,88 @@ class Config:
         if name == "dir" and not os.path.isdir(parsed):
             raise ConfigError(f"Invalid argument '{value}' for CONFIG SET '{name}'")
         previous = self.values[name]
-        self.values[name] = parsed
+        previous_limits = dict(self.buffer_limits)
+        if directive.kind == "buffer-limits":
+            self._set_buffer_limits(parsed)  # the classes named; the others are kept
+        elif directive.kind == "save":
+            self.values[name] = " ".join(f"{seconds} {changes}" for seconds, changes in parsed)
+        else:
+            self.values[name] = parsed
         if self.on_change is not None:
             try:
                 self.on_change(name)
             except ConfigError as exc:
                 # The node could not apply it (e.g. an event-log directory it can't use).
                 self.values[name] = previous
+                self.buffer_limits = previous_limits
                 raise ConfigError(
                     f"Invalid argument '{value}' for CONFIG SET '{name}': {exc}"
                 ) from None
         if name not in self.explicit:
             self.explicit.append(name)
 
+    def _set_buffer_limits(self, groups: list[list[str]]) -> None:
+        for group in groups:
+            self.buffer_limits[_LIMIT_CLASSES[group[0].lower()]] = group
+        self.values["client-output-buffer-limit"] = " ".join(
+            f"{client_class.lower()} {parse_memory(hard)} {parse_memory(soft)} {int(seconds)}"
+            for client_class, hard, soft, seconds in self.buffer_limits.values()
+        )
+
+    def _lines_for(self, name: str) -> list[tuple[str | None, str]]:
+        """The config-file lines for a directive's current value: (class key, line)."""
+        directive = DIRECTIVES[name]
+        value = self.values[name]
+        if directive.kind == "buffer-limits":
+            return [(key, f"{name} {' '.join(words)}") for key, words in self.buffer_limits.items()]
+        if directive.kind == "save":
+            words = value.split()
+            pairs = [f"{name} {a} {b}" for a, b in zip(words[::2], words[1::2], strict=True)]
+            return [(None, line) for line in pairs] or [(None, f'{name} ""')]
+        if directive.multi:
+            return [(None, f"{name} {value}")]
+        return [(None, f"{name} {self._quote(directive.format(value))}")]
+
     def rewrite(self) -> None:
-        """Write current values into the config file, keeping its other lines in place."""
+        """Write current values into the config file, keeping its other lines in place.
+
+        A directive's lines replace its lines in the file in order; a class of
+        client-output-buffer-limit replaces the line of the same class. Lines left over
+        are dropped; lines the file lacks are appended."""
         if self.file is None:
             raise ConfigError("The server is running without a config file")
         try:
             lines = self.file.read_text().splitlines() if self.file.exists() else []
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror}") from None
-        wanted = {
-            name: f"{name} {self._quote(DIRECTIVES[name].format(self.values[name]))}"
-            for name in self.explicit
-            if name in DIRECTIVES and not DIRECTIVES[name].multi
-        }
-        wanted.update(
-            {
-                name: f"{name} {self.values[name]}"
-                for name in self.explicit
-                if name in DIRECTIVES and DIRECTIVES[name].multi
-            }
-        )
+        wanted = {name: self._lines_for(name) for name in self.explicit if name in DIRECTIVES}
+        written: set[tuple[str, int]] = set()
         output: list[str] = []
-        written: set[str] = set()
         for line in lines:
             words = split_args(line.strip().encode()) if not line.lstrip().startswith("#") else []
             name = words[0].decode().lower() if words else ""
-            if name in wanted:
-                if name not in written:
-                    output.append(wanted[name])
-                    written.add(name)
-                continue  # later duplicates of a rewritten directive are dropped
-            output.append(line)
-        missing = [name for name in wanted if name not in written]
+            entries = wanted.get(name)
+            if entries is None:
+                output.append(line)
+                continue
+            key = None
+            if DIRECTIVES[name].kind == "buffer-limits" and len(words) > 1:
+                key = _LIMIT_CLASSES.get(words[1].decode(errors="replace").lower())
+            for index, (entry_key, new_line) in enumerate(entries):
+                if (name, index) not in written and entry_key == key:
+                    output.append(new_line)
+                    written.add((name, index))
+                    break
+            # else: a line left over (a duplicate, or a save point that is gone): dropped
+        missing = [
+            new_line
+            for name, entries in wanted.items()
+            for index, (_, new_line) in enumerate(entries)
+            if (name, index) not in written
+        ]
         if missing:
             output.append("# Generated by CONFIG REWRITE")
-            output.extend(wanted[name] for name in missing)
+            output.extend(missing)
         tmp = self.file.with_name(self.file.name + ".tmp")
         try:
             tmp.write_text("\n".join(output) + "\n")

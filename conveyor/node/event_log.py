@@ -15,8 +15,9 @@ Recording is on the ADDJOB hot path (two events per job), so a line is not built
 json.dumps but kept as three pre-encoded pieces joined at flush time: the head (time,
 node and event; made once per event kind and millisecond), the job ID (ASCII by
 construction) and the tail (JSON-escaped queue name and counters; cached per queue for
-the common 0/0 counters). ADDJOB's "added" + "queued" pair comes in one call
-(`record_added_queued`, the engine's `added_queued_listener`) and shares its pieces.
+the common 0/0 counters). The server hands over the core's job events once per batch
+(`record_events`); "released" (an acked job let go by ack GC) is not a life-cycle event
+for readers, "acked" already ended the job.
 """
 
 from __future__ import annotations
@@ -29,17 +30,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conveyor.core.engine import (
+from conveyor.core.effects import (
     EV_ACKED,
     EV_ADDED,
     EV_DEAD_LETTERED,
     EV_DELETED,
     EV_DELIVERED,
+    EV_DEQUEUED,
     EV_EVICTED,
     EV_EXPIRED,
+    EV_IMPORTED,
     EV_NACKED,
     EV_QUEUED,
+    EV_RELEASED,
     EV_REQUEUED,
+    JobEvent,
 )
 from conveyor.core.job import Job
 
@@ -68,6 +73,8 @@ EVENTS = (
     EV_DELETED,
     EV_DEAD_LETTERED,
     EV_EVICTED,
+    EV_DEQUEUED,
+    EV_IMPORTED,
 )
 _EVENT_JSON = {event: b'","event":"%s","id":"' % event.encode() for event in EVENTS}
 
@@ -126,7 +133,6 @@ class EventLog:
         self._last_ms = -1
         self._prefix = b""  # of _last_ms: '{"time_ms":…,"node":"…'
         self._heads: dict[str, bytes] = {}  # of _last_ms, made on first use
-        self._added_head = self._queued_head = b""  # of _last_ms
         self._tails: dict[bytes, bytes] = {}  # queue -> tail with 0/0 counters
         self._queues: dict[bytes, bytes] = {}  # queue -> queue_json(queue)
         # Files this process already appended to, checked once for a torn last line.
@@ -134,45 +140,45 @@ class EventLog:
         self.failing = False
         self.counters = counters or EventLogCounters()
 
-    # -- recording: the engine's listener ------------------------------------------------
+    # -- recording: the core's job events -------------------------------------------------
     # (Lookups are `try: d[key]`, not d.get: measurably cheaper on this hot path.)
-    def record(self, event: str, job: Job, now_ms: int) -> None:
-        """The engine's listener: one event of one job, at the engine's time."""
-        if now_ms != self._last_ms:
-            self._new_millisecond(now_ms)
-        try:
-            head = self._heads[event]
-        except KeyError:
-            head = self._head(event)
-        if job.nacks or job.additional_deliveries:
-            tail = _tail(self._escaped(job.queue), job.nacks, job.additional_deliveries)
-        else:
+    def record_events(self, events: list[JobEvent]) -> None:
+        """The job events of one batch, each with the queue and counters it happened with."""
+        for event, job, time_ms, queue, _state, nacks, deliveries in events:
+            if event == EV_RELEASED:
+                continue
+            if time_ms != self._last_ms:
+                self._new_millisecond(time_ms)
             try:
-                tail = self._tails[job.queue]
+                head = self._heads[event]
             except KeyError:
-                tail = self._zero_tail(job.queue)
-        self.parts += (head, job.id, tail)
+                head = self._head(event)
+            if nacks or deliveries:
+                tail = _tail(self._escaped(queue), nacks, deliveries)
+            else:
+                try:
+                    tail = self._tails[queue]
+                except KeyError:
+                    tail = self._zero_tail(queue)
+            self.parts += (head, job.id, tail)
 
-    def record_added_queued(self, job: Job, now_ms: int) -> None:
-        """record(EV_ADDED) then record(EV_QUEUED) for a job just added (counters 0/0)."""
-        if now_ms != self._last_ms:
-            self._new_millisecond(now_ms)
-        try:
-            tail = self._tails[job.queue]
-        except KeyError:
-            tail = self._zero_tail(job.queue)
-        job_id = job.id
-        self.parts += (self._added_head, job_id, tail, self._queued_head, job_id, tail)
+    def record(self, event: str, job: Job, now_ms: int) -> None:
+        """One event of one job, with the job's current queue and counters."""
+        self.record_events(
+            [
+                JobEvent(
+                    event, job, now_ms, job.queue, job.state, job.nacks, job.additional_deliveries
+                )
+            ]
+        )
 
     def _new_millisecond(self, now_ms: int) -> None:
         # The buffer-full check lives here, once per millisecond, not once per event.
         if len(self.parts) >= FLUSH_PARTS:
             self.flush()
         self._last_ms = now_ms
-        prefix = self._prefix = b'{"time_ms":' + str(now_ms).encode() + self._node_json
+        self._prefix = b'{"time_ms":' + str(now_ms).encode() + self._node_json
         self._heads = {}
-        self._added_head = prefix + _EVENT_JSON[EV_ADDED]
-        self._queued_head = prefix + _EVENT_JSON[EV_QUEUED]
         hour = now_ms // HOUR_MS
         if hour != self._hour:
             # Events go to the file of their own hour, even if the clock steps back.

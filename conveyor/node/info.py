@@ -6,13 +6,12 @@ import os
 import platform
 import resource
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from conveyor import __version__
 
 if TYPE_CHECKING:
-    from conveyor.node.server import Server
+    from conveyor.node.context import NodeContext as Server
 
 DEFAULT_SECTIONS = (
     "server", "clients", "memory", "jobs", "queues", "persistence", "eventlog", "stats", "cpu",
@@ -46,7 +45,7 @@ def _server(server: Server) -> dict[str, object]:
         "uptime_in_seconds": uptime,
         "uptime_in_days": uptime // 86400,
         "hz": server.config["hz"],
-        "executable": sys.argv[0],
+        "executable": os.path.abspath(sys.argv[0]),
         "config_file": str(server.config.file.resolve()) if server.config.file else "",
         "node_id": server.node_id,
     }
@@ -57,12 +56,12 @@ def _clients(server: Server) -> dict[str, object]:
         "connected_clients": len(server.clients),
         "client_longest_output_list": 0,
         "client_biggest_input_buf": 0,
-        "blocked_clients": server.engine.blocked_clients,
+        "blocked_clients": server.core.blocked_clients,
     }
 
 
 def _memory(server: Server) -> dict[str, object]:
-    from conveyor.node.server import rss_bytes
+    from conveyor.node.stats import rss_bytes
 
     used = server.used_memory()
     rss = rss_bytes()
@@ -73,7 +72,7 @@ def _memory(server: Server) -> dict[str, object]:
         "used_memory_rss": rss,
         "used_memory_peak": server.peak_memory,
         "used_memory_peak_human": _human(server.peak_memory),
-        "used_memory_jobs": server.engine.memory_estimate(),
+        "used_memory_jobs": server.core.memory_estimate(),
         "maxmemory": maxmemory,
         "maxmemory_human": _human(maxmemory),
         "maxmemory_policy": server.config["maxmemory-policy"],
@@ -83,17 +82,17 @@ def _memory(server: Server) -> dict[str, object]:
 
 
 def _jobs(server: Server) -> dict[str, object]:
-    engine = server.engine
+    core = server.core
     return {
-        "registered_jobs": len(engine.jobs),
-        "expired_jobs": engine.expired_jobs,
-        "evicted_jobs": engine.evicted_jobs,
-        "dead_lettered_jobs": engine.dead_lettered_jobs,
+        "registered_jobs": len(core.jobs),
+        "expired_jobs": core.expired_jobs,
+        "evicted_jobs": core.evicted_jobs,
+        "dead_lettered_jobs": core.dead_lettered_jobs,
     }
 
 
 def _queues(server: Server) -> dict[str, object]:
-    return {"registered_queues": len(server.engine.queues)}
+    return {"registered_queues": len(server.core.queues)}
 
 
 def _persistence(server: Server) -> dict[str, object]:
@@ -201,7 +200,6 @@ def render(server: Server, section: str) -> str:
         names = (section,)
     else:
         return ""
-    server.now = int(time.time() * 1000)
     blocks = []
     for name in names:
         title, build = _SECTIONS[name]

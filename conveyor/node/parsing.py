@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
+from conveyor.core import errors
 from conveyor.core.errors import CommandError
+from conveyor.core.jobid import is_valid_id
 
 _INT_RE = re.compile(rb"-?(0|[1-9][0-9]*)\Z")
 _INT64_MIN = -(2**63)
@@ -50,12 +52,8 @@ def parse_timeout_ms(raw: bytes) -> int:
 
 def check_ids(ids: list[bytes]) -> None:
     """Every ID must be well formed before a multi-ID command does anything."""
-    for job_id in ids:
-        # is_valid_id inlined: ACKJOB of a 100-job batch checks 100 IDs.
-        if len(job_id) != 40 or job_id[0] != 68 or job_id[1] != 45 or job_id[10] != 45 or (
-            job_id[35] != 45
-        ):
-            raise CommandError("BADID Invalid Job ID format.")
+    if not all(map(is_valid_id, ids)):
+        raise CommandError(errors.BADID)
 
 
 class ScanArgs:

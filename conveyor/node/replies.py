@@ -37,8 +37,13 @@ def encode_getjob_reply(jobs: list[Job], with_counters: bool) -> bytes:
                 b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n"
                 b"$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n"
                 % (
-                    len(queue), queue, job.id, len(body), body,
-                    job.nacks, job.additional_deliveries,
+                    len(queue),
+                    queue,
+                    job.id,
+                    len(body),
+                    body,
+                    job.nacks,
+                    job.additional_deliveries,
                 )
             )
     else:
@@ -63,27 +68,46 @@ def _left(deadline_ms: int, now_ms: int, unit_ms: int = 1) -> int:
     return min(max((deadline_ms - now_ms) // unit_ms, 0), _INT64_MAX)
 
 
-def show_fields(job: Job, node_id: bytes, now_ms: int) -> list[object]:
-    """SHOW's 15 pairs, in Disque's order."""
+def _node_list(nodes: tuple[bytes, ...] | None, node_name: bytes) -> list[bytes]:
+    return [node_name] if nodes is None else list(nodes)
+
+
+def show_fields(job: Job, node_name: bytes, now_ms: int) -> list[object]:
+    """SHOW's 15 pairs, in Disque's order; node_name is this node's (None lists it)."""
     if job.state == ACTIVE and job.qtime:
         requeue_within: int | None = _left(job.qtime, now_ms)
     else:
         requeue_within = None
     awake = job.awake_at()
     return [
-        b"id", job.id,
-        b"queue", job.queue,
-        b"state", STATE_NAMES.get(job.state, b"deleted"),
-        b"repl", job.repl,
-        b"ttl", _left(job.etime, now_ms, 1000),
-        b"ctime", job.ctime,
-        b"delay", job.delay,
-        b"retry", job.retry,
-        b"nacks", job.nacks,
-        b"additional-deliveries", job.additional_deliveries,
-        b"nodes-delivered", [node_id],
-        b"nodes-confirmed", [node_id],
-        b"next-requeue-within", requeue_within,
-        b"next-awake-within", _left(awake, now_ms),
-        b"body", job.body,
+        b"id",
+        job.id,
+        b"queue",
+        job.queue,
+        b"state",
+        STATE_NAMES.get(job.state, b"deleted"),
+        b"repl",
+        job.repl,
+        b"ttl",
+        _left(job.etime, now_ms, 1000),
+        b"ctime",
+        job.ctime,
+        b"delay",
+        job.delay,
+        b"retry",
+        job.retry,
+        b"nacks",
+        job.nacks,
+        b"additional-deliveries",
+        job.additional_deliveries,
+        b"nodes-delivered",
+        _node_list(job.nodes_delivered, node_name),
+        b"nodes-confirmed",
+        _node_list(job.nodes_confirmed, node_name),
+        b"next-requeue-within",
+        requeue_within,
+        b"next-awake-within",
+        _left(awake, now_ms),
+        b"body",
+        job.body,
     ]

@@ -1,36 +1,40 @@
-"""The asyncio server: accepts clients, dispatches commands, drives the core's timers.
+"""The asyncio server: accepts clients, runs commands, carries out the core's effects.
 
-One `Connection` per client parses its bytes, runs each request through the command
-table and writes all replies of one read in a single `write`, so pipelined clients cost
-one syscall per batch. The core says when it next needs time (`next_deadline`); the
-server arms exactly one event-loop timer for that, so an idle node does not wake up.
+Each request goes through one command table (arity, auth and the memory guard checked
+once, here) to a handler that parses it and calls the core facade (`NodeCore`). After
+every batch the server drains the core's effects: replies owed to other clients, job
+events for their consumers (the job-event log), and the one event-loop timer for the
+core's next deadline, so an idle node does not wake up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import random
 import signal
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conveyor.core.engine import Engine, EngineConfig
-from conveyor.core.errors import CommandError
+from conveyor.core.args import EngineConfig
+from conveyor.core.effects import Reply, WokenGetJob
+from conveyor.core.errors import OOM, CommandError
+from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
 from conveyor.node import gc_policy, nodeid
-from conveyor.node.commands import COMMANDS, Command
+from conveyor.node.commands import build_table
 from conveyor.node.config import Config, ConfigError
+from conveyor.node.connection import Connection, now_ms
+from conveyor.node.context import ClientContext
 from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.replies import encode_getjob_reply
-from conveyor.node.stats import Stats
+from conveyor.node.stats import Stats, rss_bytes
 from conveyor.protocol.resp import (
     NULL_ARRAY_BYTES,
-    ProtocolError,
-    RequestParser,
+    NULL_RESP3_BYTES,
     error,
 )
 
@@ -41,132 +45,19 @@ _perf_ns = time.perf_counter_ns
 EVENT_LOG_FLUSH_S = 1.0
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class Connection(asyncio.Protocol):
-    __slots__ = (
-        "addr",
-        "authenticated",
-        "closed",
-        "created_ms",
-        "id",
-        "last_io_ms",
-        "name",
-        "parser",
-        "pending",
-        "server",
-        "transport",
-        "waiter",
-    )
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.parser = RequestParser(server.config["proto-max-bulk-len"])
-        self.transport: asyncio.Transport | None = None
-        self.authenticated = not server.config["requirepass"]
-        self.waiter: Waiter | None = None  # set while blocked in GETJOB
-        self.pending: list[list[bytes]] = []  # requests pipelined behind a blocked GETJOB
-        self.closed = False
-        self.id = 0
-        self.name = b""
-        self.addr = ""
-        self.created_ms = now_ms()
-        self.last_io_ms = self.created_ms
-
-    # -- asyncio callbacks -----------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            self.addr = f"{peer[0]}:{peer[1]}"
-        else:  # a Unix socket, named as Redis does in CLIENT LIST
-            self.addr = f"{self.server.config['unixsocket']}:0"
-        keepalive_s = self.server.config["tcp-keepalive"]
-        sock = transport.get_extra_info("socket")
-        if keepalive_s and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            if hasattr(socket, "TCP_KEEPIDLE"):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, keepalive_s)
-        self.server.client_connected(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.server.client_disconnected(self)
-        self.transport = None  # break the protocol <-> transport cycle (see gc_policy)
-
-    def data_received(self, data: bytes) -> None:
-        server = self.server
-        server.stats.net_input_bytes += len(data)
-        server.now = self.last_io_ms = now_ms()
-        out: list[bytes] = []
-        try:
-            for request in self.parser.feed(data):
-                if self.waiter is not None or self.pending:
-                    self.pending.append(request)
-                    continue
-                reply = server.execute(self, request)
-                if reply is not None:
-                    out.append(reply)
-                if self.closed:
-                    break
-        except ProtocolError as exc:
-            out.append(error(f"ERR {exc}"))
-            self.write(b"".join(out))
-            self.close()
-        else:
-            if out:
-                self.write(b"".join(out))
-        # Even after a protocol error: the requests before it may have woken others.
-        server.after_io()
-
-    # -- helpers ---------------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            # A reply is activity too: a consumer just served after a long GETJOB is not idle.
-            self.last_io_ms = self.server.now
-            self.server.stats.net_output_bytes += len(data)
-            self.transport.write(data)
-
-    def close(self) -> None:
-        """Close after the replies already written have been sent."""
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
-
-    def resume_after_block(self) -> None:
-        """The blocked GETJOB was answered: run what was pipelined behind it."""
-        out: list[bytes] = []
-        while self.pending and self.waiter is None and not self.closed:
-            reply = self.server.execute(self, self.pending.pop(0))
-            if reply is not None:
-                out.append(reply)
-        if out:
-            self.write(b"".join(out))
-
-
 class Server:
-    def __init__(self, config: Config) -> None:
+    """One node: the core facade driven by asyncio. Built by `from_config`, which does
+    the I/O (node ID from the data directory, random seeds); __init__ does none."""
+
+    def __init__(self, config: Config, node_id: str, seed: bytes, rand: random.Random) -> None:
         self.config = config
         self.started_ms = now_ms()
         self.now = self.started_ms
         self.data_dir = Path(config["dir"]).resolve()
-        self.node_id = nodeid.load_or_create(
-            self.data_dir / config["cluster-config-file"], config["port"]
-        )
-        seed = os.urandom(20)
-        self.engine = Engine(
-            self.node_id, seed, random.Random(os.urandom(16)), self._engine_config()
-        )
+        self.node_id = node_id
+        self.core = NodeCore(node_id, seed, rand, self._engine_config())
         config.on_change = self._config_changed
-        self.commands: dict[bytes, Command] = {}
-        for command in COMMANDS:
-            # rename-command: the command answers to its new name only ("" hides it).
-            name = config.renamed_commands.get(command.name.decode(), command.name.decode())
-            if name:
-                self.commands[name.lower().encode()] = command
-                self.commands[name.upper().encode()] = command
+        self.commands = build_table(config.renamed_commands)
         self.stats = Stats()
         self.clients: dict[int, Connection] = {}
         self._next_client_id = 0
@@ -175,25 +66,33 @@ class Server:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self.shutdown_requested: asyncio.Event | None = None
-        self.run_id = os.urandom(20).hex()
-        self.baseline_memory = rss_bytes()
-        self.peak_memory = 0
+        # Derived, not the seed itself: INFO shows it, and the seed makes the job IDs.
+        self.run_id = hashlib.sha1(b"run_id" + seed).hexdigest()
         self.on_shutdown: list[Callable[[], None]] = []
-        self._oom_guard = 0
         self._unix_server: asyncio.AbstractServer | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
-        self._update_memory_guard()
+        self.baseline_memory = rss_bytes()
+        self._update_memory_limit()
+        # Consumers of the core's job events (the job-event log; later the AOF).
         self.event_log: EventLog | None = None
         self.event_log_counters = EventLogCounters()
         self._event_log_timer: asyncio.TimerHandle | None = None
         self._configure_event_log()
 
+    @classmethod
+    def from_config(cls, config: Config) -> Server:
+        """Load (or create, and lock) the node ID in the data directory, draw the seeds."""
+        data_dir = Path(config["dir"]).resolve()
+        node_id = nodeid.load_or_create(data_dir / config["cluster-config-file"], config["port"])
+        return cls(config, node_id, os.urandom(20), random.Random(os.urandom(16)))
+
     def reset_node_id(self) -> None:
         """CLUSTER RESET HARD: a new identity, on disk and in new job IDs."""
         path = self.data_dir / self.config["cluster-config-file"]
-        path.unlink(missing_ok=True)
-        self.node_id = nodeid.load_or_create(path, self.config["port"])
-        self.engine.set_node_id(self.node_id)
+        self.node_id = nodeid.reset(path, self.config["port"])
+        self.core.set_node_id(self.node_id)
+        # Events of the old identity (the jobs RESET dropped) are logged under it.
+        self._drain_job_events()
         if self.event_log is not None:
             self.event_log.set_node_id(self.node_id)
 
@@ -205,15 +104,20 @@ class Server:
 
     def _config_changed(self, name: str) -> None:
         if name in ("max-deliveries", "deadletter-queue"):
-            self.engine.config = self._engine_config()
-        elif name == "maxmemory":
-            self._update_memory_guard()
+            self.core.config = self._engine_config()
+        elif name in ("maxmemory", "maxmemory-policy"):
+            self._update_memory_limit()
         elif name == "timeout" and self.config["timeout"] and self._idle_timer is None:
             self._arm_idle_check()
         elif name == "loglevel":
             configure_logging(self.config)
         elif name == "event-log":
             self._configure_event_log()
+
+    def _update_memory_limit(self) -> None:
+        self.core.set_memory_limit(
+            self.config["maxmemory"], self.config["maxmemory-policy"], self.baseline_memory
+        )
 
     def event_log_dir(self) -> Path | None:
         """The event-log directory: `event-log` resolved against the data directory."""
@@ -231,12 +135,16 @@ class Server:
                 raise ConfigError(
                     f"cannot use event-log directory '{directory}': {exc.strerror or exc}"
                 ) from None
+        self._drain_job_events()
         if self.event_log is not None:
             self.event_log.flush()
         self.event_log = new_log
-        engine = self.engine
-        engine.listener = new_log.record if new_log is not None else None
-        engine.added_queued_listener = new_log.record_added_queued if new_log is not None else None
+        self.core.record_job_events(new_log is not None)
+
+    def _drain_job_events(self) -> None:
+        events = self.core.take_job_events()
+        if events and self.event_log is not None:
+            self.event_log.record_events(events)
 
     def _flush_event_log(self) -> None:
         self._event_log_timer = None
@@ -334,6 +242,7 @@ class Server:
             conn.close()
         if self._asyncio_server is not None:
             await self._asyncio_server.wait_closed()
+        self._drain_job_events()
         if self.event_log is not None:
             self.event_log.flush()
         log.warning("Conveyor is now ready to exit, bye bye...")
@@ -353,7 +262,7 @@ class Server:
     def client_disconnected(self, conn: Connection) -> None:
         self.clients.pop(conn.id, None)
         if conn.waiter is not None:
-            self.engine.unblock(conn.waiter)
+            self.core.unblock(conn.waiter, self.now)
             conn.waiter = None
         conn.pending.clear()
 
@@ -373,16 +282,17 @@ class Server:
             return error(f"ERR wrong number of arguments for '{command.name.decode()}' command")
         if (
             not conn.authenticated
-            and command.name not in (b"auth", b"quit")
+            and command.name not in (b"auth", b"quit", b"hello")
             and self.config["requirepass"]  # cleared at runtime: no password is needed
         ):
             return error("NOAUTH Authentication required.")
+        core = self.core
         if (
             command.deny_oom
-            and self.engine.jobs_bytes + (len(request[2]) if argc > 2 else 0) > self._oom_guard
-            and self.over_memory_limit(request)
+            and core.jobs_bytes + (len(request[2]) if argc > 2 else 0) > core.oom_guard
+            and core.over_memory_limit(sum(len(arg) for arg in request), self.now)
         ):
-            return error("OOM command not allowed when used memory > 'maxmemory'.")
+            return error(OOM)
         started = _perf_ns()
         try:
             reply = command.handler(self, conn, request)
@@ -402,41 +312,27 @@ class Server:
             command.calls for command in {c.name: c for c in self.commands.values()}.values()
         )
 
-    def _update_memory_guard(self) -> None:
-        # Below this many job bytes no growing command can reach the soft limit, so the hot
-        # path compares one int; the exact check (and eviction) runs only above it.
-        maxmemory = self.config["maxmemory"]
-        if maxmemory:
-            self._oom_guard = maxmemory * 95 // 100 - self.baseline_memory - 65536
-        else:
-            self._oom_guard = 1 << 62
-
-    def over_memory_limit(self, request: list[bytes]) -> bool:
-        maxmemory = self.config["maxmemory"]
-        if not maxmemory:
-            return False
-        incoming = sum(len(arg) for arg in request)
-        used = self.used_memory() + incoming
-        soft_limit = maxmemory * 95 // 100
-        if used > soft_limit and self.config["maxmemory-policy"] == "acks":
-            self.engine.evict(used - soft_limit, self.now)
-            used = self.used_memory() + incoming
-        return used > maxmemory
-
     def used_memory(self) -> int:
-        used = self.baseline_memory + self.engine.memory_estimate()
-        if used > self.peak_memory:
-            self.peak_memory = used
-        return used
+        return self.core.used_memory()
 
-    # -- the core's deferred effects ---------------------------------------------------------
+    @property
+    def peak_memory(self) -> int:
+        return self.core.peak_memory
+
+    # -- the core's effects ------------------------------------------------------------------
     def after_io(self) -> None:
-        """Deliver what the core produced for other clients, and re-arm the timer."""
-        engine = self.engine
+        """Carry out what the core left after a batch: replies owed to other clients, job
+        events for their consumers, the timer for the next deadline."""
+        core = self.core
         # Resuming a woken client runs its pipelined requests, which may wake others.
-        while engine.wakeups:
-            self._deliver_wakeups()
-        deadline = engine.next_deadline()
+        while core.replies:
+            self._deliver_replies(core.take_replies())
+        if core.job_events:
+            self._drain_job_events()
+        if core.messages:
+            # No cluster transport yet: a single node has nobody to send to.
+            log.warning("dropping %d messages for other nodes", len(core.take_messages()))
+        deadline = core.next_deadline()
         if deadline is not None and (
             self._timer_deadline is None or deadline < self._timer_deadline
         ):
@@ -448,16 +344,23 @@ class Server:
             assert self.loop is not None
             self._event_log_timer = self.loop.call_later(EVENT_LOG_FLUSH_S, self._flush_event_log)
 
-    def _deliver_wakeups(self) -> None:
-        for waiter, jobs in self.engine.take_wakeups():
-            conn: Connection = waiter.token
-            if conn.waiter is not waiter:
-                continue
-            conn.waiter = None
-            if jobs is None:
-                conn.write(NULL_ARRAY_BYTES)
+    def _deliver_replies(self, replies: list[WokenGetJob | Reply]) -> None:
+        for effect in replies:
+            if type(effect) is WokenGetJob:
+                waiter = effect.waiter
+                conn: Connection = waiter.token
+                if conn.waiter is not waiter:
+                    continue
+                conn.waiter = None
+                jobs = effect.jobs
+                if jobs is None:
+                    conn.write(NULL_RESP3_BYTES if conn.protocol == 3 else NULL_ARRAY_BYTES)
+                else:
+                    conn.write(encode_getjob_reply(jobs, waiter.with_counters))
             else:
-                conn.write(encode_getjob_reply(jobs, waiter.with_counters))
+                conn = effect.token
+                value = effect.value
+                conn.write(error(value.message) if isinstance(value, CommandError) else value)
             if conn.pending:
                 conn.resume_after_block()
 
@@ -473,21 +376,12 @@ class Server:
         self._timer = None
         self._timer_deadline = None
         self.now = now_ms()
-        self.engine.tick(self.now)
+        self.core.tick(self.now)
         self.after_io()
 
-    def block(self, conn: Connection, waiter: Waiter) -> None:
+    def block(self, conn: ClientContext, waiter: Waiter) -> None:
+        """The client's GETJOB blocked: hold its later requests until it is answered."""
         conn.waiter = waiter
-        self.engine.block(waiter, self.now)
-
-
-def rss_bytes() -> int:
-    """Resident memory of this process (0 where /proc is not available)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
 
 
 def configure_logging(config: Config) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -21,3 +22,12 @@ class Stats:
     def reset(self) -> None:
         for name in self.__slots__:
             setattr(self, name, 0)
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0

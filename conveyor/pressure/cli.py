@@ -99,8 +99,13 @@ def pressure(ctx: click.Context, redis_url: str | None, prefix: str | None) -> N
 
 @pressure.command()
 @click.argument("name")
-@click.option("--bound", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Maximum length; 0 means unbounded.")
+@click.option(
+    "--bound",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Maximum length; 0 means unbounded.",
+)
 @_reported
 def create(name: str, bound: int) -> None:
     """Create queue NAME."""
@@ -143,8 +148,11 @@ def close(name: str, nowait: bool, timeout: float | None) -> None:
 @pressure.command()
 @click.argument("name")
 @_timeout
-@click.option("--force", is_flag=True,
-              help="Remove all keys at once without waiting for the producer and consumer.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove all keys at once without waiting for the producer and consumer.",
+)
 @_reported
 def delete(name: str, timeout: float | None, force: bool) -> None:
     """Delete queue NAME, waking any client blocked on it."""
@@ -202,8 +210,10 @@ def ls(long_format: bool) -> None:
 def unlock(name: str, producer: bool, consumer: bool, force: bool) -> None:
     """Give back the role(s) of queue NAME held by a crashed client."""
     both = not producer and not consumer
-    result = _settings().queue(name).unlock(
-        producer=producer or both, consumer=consumer or both, force=force
+    result = (
+        _settings()
+        .queue(name)
+        .unlock(producer=producer or both, consumer=consumer or both, force=force)
     )
     released = False
     for role, done, holder in (

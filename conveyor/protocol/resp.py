@@ -1,8 +1,14 @@
-"""RESP2 replies and request parsing.
+"""RESP2 and RESP3 replies, and request parsing.
 
 Requests come in two shapes, as in Redis: multi-bulk (`*2\\r\\n$4\\r\\nPING...`, what every
 client library sends, parsed by hiredis in C) and inline (`PING\\r\\n`, what telnet sends,
 split like Redis' sdssplitargs). Replies are encoded once, to bytes, by `encode`.
+
+RESP3 (for clients that sent `HELLO 3`) changes only what Redis changes for the same
+replies: one null (`_`) for every type, maps (`%`) where Redis sends maps (HELLO, CONFIG
+GET), verbatim strings (`=`) where Redis sends them (INFO, CLIENT INFO/LIST). Everything
+else keeps its RESP2 shape, so a RESP2 and a RESP3 client decode a reply to the same
+values. `encode(value, resp3=True)` does that; the RESP2 path is unchanged.
 """
 
 from __future__ import annotations
@@ -29,16 +35,35 @@ class _NullArray:
     pass
 
 
+class Map(dict):  # type: ignore[type-arg]
+    """A map reply: `%n` in RESP3, a flat [key, value, ...] array in RESP2 (as Redis).
+
+    A plain dict encodes the same way; Map only says so explicitly.
+    """
+
+
+class Verbatim(bytes):
+    """Text Redis sends as a verbatim string: `=n\\r\\ntxt:...` in RESP3, a bulk in RESP2.
+
+    Clients strip the `txt:` format prefix, so both protocols decode to the same bytes.
+    """
+
+
 NULL_ARRAY = _NullArray()
 OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"
 NULL_BULK_BYTES = b"$-1\r\n"
 NULL_ARRAY_BYTES = b"*-1\r\n"
+# RESP3 has one null for every type.
+NULL_RESP3_BYTES = b"_\r\n"
 
 
-def encode(value: Any) -> bytes:
+def encode(value: Any, resp3: bool = False) -> bytes:
     parts: list[bytes] = []
-    _encode_into(value, parts)
+    if resp3:
+        _encode3_into(value, parts)
+    else:
+        _encode_into(value, parts)
     return b"".join(parts)
 
 
@@ -68,8 +93,52 @@ def _encode_into(value: Any, parts: list[bytes]) -> None:
     elif kind is float:
         data = repr(value).encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    elif kind is Verbatim:
+        parts.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif isinstance(value, dict):
+        parts.append(b"*%d\r\n" % (2 * len(value)))
+        for key, item in value.items():
+            _encode_into(key, parts)
+            _encode_into(item, parts)
     else:
         raise TypeError(f"cannot encode {kind.__name__} as RESP")
+
+
+def _encode3_into(value: Any, parts: list[bytes]) -> None:
+    """RESP3: `_` for every null, `%` for maps, `=` for Verbatim; the rest as RESP2."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        parts.append(b"*%d\r\n" % len(value))
+        for item in value:
+            _encode3_into(item, parts)
+    elif value is None or value is NULL_ARRAY:
+        parts.append(NULL_RESP3_BYTES)
+    elif kind is Verbatim:
+        parts.append(b"=%d\r\ntxt:%s\r\n" % (len(value) + 4, value))
+    elif isinstance(value, dict):
+        parts.append(b"%%%d\r\n" % len(value))
+        for key, item in value.items():
+            _encode3_into(key, parts)
+            _encode3_into(item, parts)
+    else:
+        _encode_into(value, parts)
+
+
+def verbatim(text: bytes, resp3: bool) -> bytes:
+    """A verbatim text reply (INFO, CLIENT LIST): `=` in RESP3, a bulk in RESP2."""
+    if resp3:
+        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
+    return b"$%d\r\n%s\r\n" % (len(text), text)
+
+
+def null_bulk(resp3: bool) -> bytes:
+    """The null reply where RESP2 sends a null bulk (`$-1`)."""
+    return NULL_RESP3_BYTES if resp3 else NULL_BULK_BYTES
+
+
+def null_array(resp3: bool) -> bytes:
+    """The null reply where RESP2 sends a null array (`*-1`)."""
+    return NULL_RESP3_BYTES if resp3 else NULL_ARRAY_BYTES
 
 
 def error_line(message: str) -> bytes:
@@ -305,9 +374,7 @@ class RequestParser:
             if pos >= len(data):
                 return None
             if data[pos] != 36:  # '$'
-                raise ProtocolError(
-                    f"Protocol error: expected '$', got '{chr(data[pos])}'"
-                )
+                raise ProtocolError(f"Protocol error: expected '$', got '{chr(data[pos])}'")
             end = data.find(b"\r\n", pos)
             if end < 0:
                 return None

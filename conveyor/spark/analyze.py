@@ -84,6 +84,10 @@ REPORT_FILE = "report.html"
 
 # Report limits: enough to read, small enough to collect to the driver whatever the log size.
 MAX_THROUGHPUT_POINTS = 720
+# Logs shorter than this get throughput buckets of seconds (counted from the events), longer
+# ones buckets of minutes (summed from queue_minute): a 20-second log is not one point.
+FINE_THROUGHPUT_SPAN_MS = 30 * 60_000
+FINE_BUCKETS_S = (1, 2, 5, 10, 15, 30)
 MAX_REPORT_QUEUES = 20
 TOP_REDELIVERED = 25
 
@@ -181,6 +185,16 @@ def _summary_row(lines: DataFrame) -> dict[str, int | None]:
     return row.asDict()
 
 
+def _requeued_after_nack(events: DataFrame) -> int:
+    """ "requeued" lines that put a NACKed job back: the node logs a NACK as "nacked", then
+    (at once, or after NACK's DELAY) a "requeued" with the same counters. Every other
+    requeue (RETRY timeout, ENQUEUE) adds one to additional_deliveries, and each NACK to
+    nacks, so no other "requeued" of the job carries the counters of one of its "nacked"."""
+    keys = ["id", "nacks", "additional_deliveries"]
+    nacked = events.where(_event_is("nacked")).select(*keys).distinct()
+    return events.where(_event_is("requeued")).join(nacked, keys, "left_semi").count()
+
+
 def queue_minute_table(events: DataFrame) -> DataFrame:
     """Per queue and UTC minute: one count column per event kind."""
     return events.groupBy("queue", F.date_trunc("minute", F.col("ts")).alias("minute")).agg(
@@ -259,36 +273,49 @@ def _worst_first() -> list[Column]:
 
 
 def _throughput(
-    queue_minute: DataFrame, first_ms: int, last_ms: int
+    queue_minute: DataFrame, events: DataFrame, first_ms: int, last_ms: int
 ) -> tuple[int, list[ThroughputPoint]]:
-    first_minute_s = first_ms // 60_000 * 60
-    minutes = (last_ms // 60_000 * 60 - first_minute_s) // 60 + 1
-    bucket_minutes = max(1, math.ceil(minutes / MAX_THROUGHPUT_POINTS))
-    bucket_s = bucket_minutes * 60
-    bucket = F.floor((F.unix_seconds("minute") - F.lit(first_minute_s)) / F.lit(bucket_s))
-    rows = (
-        queue_minute.groupBy(bucket.alias("bucket"))
-        .agg(F.sum("jobs_in").alias("i"), F.sum("jobs_out").alias("o"), F.sum("acks").alias("a"))
-        .collect()
-    )
+    """(bucket width in seconds, one point per bucket from the first event's to the last's).
+
+    Rates are per second for buckets under a minute, per minute otherwise."""
+    if last_ms - first_ms < FINE_THROUGHPUT_SPAN_MS:
+        span_s = last_ms // 1000 - first_ms // 1000 + 1
+        bucket_s = next(
+            (b for b in FINE_BUCKETS_S if math.ceil(span_s / b) <= MAX_THROUGHPUT_POINTS), 60
+        )
+        first_s = first_ms // 1000 // bucket_s * bucket_s
+        bucket = F.floor((F.col("time_ms") - F.lit(first_s * 1000)) / F.lit(bucket_s * 1000))
+        counts = [F.count_if(_event_is(name)).alias(alias) for name, alias in _THROUGHPUT_EVENTS]
+        rows = events.groupBy(bucket.alias("bucket")).agg(*counts).collect()
+        per_rate = bucket_s  # per second
+    else:
+        first_s = first_ms // 60_000 * 60
+        minutes = (last_ms // 60_000 * 60 - first_s) // 60 + 1
+        bucket_s = max(1, math.ceil(minutes / MAX_THROUGHPUT_POINTS)) * 60
+        bucket = F.floor((F.unix_seconds("minute") - F.lit(first_s)) / F.lit(bucket_s))
+        sums = [F.sum(column).alias(alias) for column, alias in _THROUGHPUT_COLUMNS]
+        rows = queue_minute.groupBy(bucket.alias("bucket")).agg(*sums).collect()
+        per_rate = bucket_s // 60  # per minute
     by_bucket = {row["bucket"]: row for row in rows}
     points = []
-    # Minutes with no events have no row: fill them with zeros so the plot shows the gap.
-    for index in range(math.ceil(minutes / bucket_minutes)):
+    # Buckets with no events have no row: fill them with zeros so the plot shows the gap.
+    for index in range((last_ms // 1000 - first_s) // bucket_s + 1):
         row = by_bucket.get(index)
-        start_ms = (first_minute_s + index * bucket_s) * 1000
+        start_ms = (first_s + index * bucket_s) * 1000
         if row is None:
             points.append(ThroughputPoint(start_ms, 0.0, 0.0, 0.0))
         else:
             points.append(
                 ThroughputPoint(
-                    start_ms,
-                    row["i"] / bucket_minutes,
-                    row["o"] / bucket_minutes,
-                    row["a"] / bucket_minutes,
+                    start_ms, row["i"] / per_rate, row["o"] / per_rate, row["a"] / per_rate
                 )
             )
-    return bucket_minutes, points
+    return bucket_s, points
+
+
+# Throughput series: the event (or queue_minute column) each counts, and its short name.
+_THROUGHPUT_EVENTS = (("added", "i"), ("delivered", "o"), ("acked", "a"))
+_THROUGHPUT_COLUMNS = (("jobs_in", "i"), ("jobs_out", "o"), ("acks", "a"))
 
 
 def _queue_rows(queue_minute: DataFrame) -> list[QueueRow]:
@@ -360,18 +387,27 @@ def analyze(
             lines = read_events(spark, uri).cache()
             cached.append(lines)
             counts = _summary_row(lines)
+            events = lines.where(~F.col("malformed")).drop("malformed")
+            if counts["first_event_ms"] is not None:
+                counts["requeued_after_nack"] = _requeued_after_nack(events)
         if counts["first_event_ms"] is None:
             raise AnalyzeError(
                 f"no job events in {event_dir} "
                 f"({counts['malformed_lines']} malformed lines skipped)"
             )
-        events = lines.where(~F.col("malformed")).drop("malformed")
 
         with stage(STAGES[1]):
             queue_minute = queue_minute_table(events).cache()
             cached.append(queue_minute)
             # Unsorted: a sort costs an extra sampling job and readers cannot rely on it.
             queue_minute.write.mode("overwrite").parquet(table_paths["queue_minute"])
+            # While the raw lines are cached: a short log's throughput counts them directly.
+            bucket_s, throughput = _throughput(
+                queue_minute,
+                events,
+                count_of(counts, "first_event_ms"),
+                count_of(counts, "last_event_ms"),
+            )
 
         with stage(STAGES[2]):
             job_latency = job_latency_table(events).cache()
@@ -399,13 +435,10 @@ def analyze(
                 jobs=totals["jobs"], queues=len(queue_rows), candidates=totals["candidates"]
             )
             summary = _summary(counts, str(event_dir), out, redelivery_threshold, table_paths)
-            bucket_minutes, throughput = _throughput(
-                queue_minute, summary.first_event_ms, summary.last_event_ms
-            )
             shown = queue_rows[:MAX_REPORT_QUEUES]
             data = ReportData(
                 summary=summary,
-                bucket_minutes=bucket_minutes,
+                bucket_s=bucket_s,
                 throughput=throughput,
                 latency=_latency_rows(job_latency, [q.queue for q in shown]),
                 queues=shown,
@@ -427,7 +460,7 @@ def _summary(
     table_paths: dict[str, str],
 ) -> Summary:
     def count(name: str) -> int:
-        return int(counts[name] or 0)
+        return count_of(counts, name)
 
     return Summary(
         event_dir=event_dir,
@@ -441,6 +474,7 @@ def _summary(
         acked=count("acked"),
         nacked=count("nacked"),
         requeued=count("requeued"),
+        requeued_without_nack=count("requeued") - count("requeued_after_nack"),
         expired=count("expired"),
         deleted=count("deleted"),
         dead_lettered=count("dead_lettered"),
@@ -455,6 +489,10 @@ def _summary(
         tables=table_paths,
         report_path=str(out / REPORT_FILE),
     )
+
+
+def count_of(counts: dict[str, int | None], name: str) -> int:
+    return int(counts[name] or 0)
 
 
 def _redelivered(row: Row) -> RedeliveredJob:

@@ -50,7 +50,8 @@ def _print_summary(summary: Summary) -> None:
     click.echo(f"events: {s.events:,} ({s.malformed_lines:,} malformed lines skipped)")
     click.echo(
         f"jobs: {s.jobs:,} ids; added {s.added:,}, delivered {s.delivered:,}, "
-        f"acked {s.acked:,}, nacked {s.nacked:,}, requeued {s.requeued:,}, "
+        f"acked {s.acked:,}, nacked {s.nacked:,}, requeued {s.requeued:,} "
+        f"({s.requeued_without_nack:,} without a NACK), "
         f"expired {s.expired:,}, dead-lettered {s.dead_lettered:,}"
     )
     click.echo(

@@ -64,6 +64,7 @@ class NodeLink:
         self._timeout_s = timeout_s
         self._sock: socket.socket | None = None
         self._reader = hiredis.Reader()
+        self._shut = False  # closed for good: no reconnecting
 
     # -- connection -------------------------------------------------------------------
     def _connect(self) -> socket.socket:
@@ -86,9 +87,24 @@ class NodeLink:
             finally:
                 self._sock = None
 
-    def pipeline(
-        self, commands: Sequence[Sequence[Any]], packed: bytes | None = None
-    ) -> list[Any]:
+    def shutdown(self) -> None:
+        """Close for good, from any thread: a call in progress on another thread fails
+        at once (NodeError) rather than waiting out its timeout, and later calls fail
+        instead of reconnecting."""
+        self._shut = True
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv() blocked in another thread
+            except OSError:
+                pass
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def pipeline(self, commands: Sequence[Sequence[Any]], packed: bytes | None = None) -> list[Any]:
         """Send every command in one write; the replies in order (errors as values).
 
         `packed`, when given, is `commands` already in RESP. A broken connection is
@@ -104,6 +120,9 @@ class NodeLink:
 
         A caller that stops early leaves replies on the way: the connection is closed
         then, or they would be read as answers to later commands."""
+        if self._shut:
+            host, port = self.address
+            raise NodeError(f"node {host}:{port}: connection closed (reader stopped)")
         sock = self._sock or self._connect()
         reader = self._reader
         answered = 0

@@ -11,10 +11,11 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
 from pathlib import Path
 
+from matplotlib import dates
 from matplotlib.figure import Figure
 
 
@@ -32,7 +33,8 @@ class Summary:
     delivered: int
     acked: int
     nacked: int
-    requeued: int
+    requeued: int  # every "requeued" line: after a NACK, a RETRY timeout or an ENQUEUE
+    requeued_without_nack: int  # those not putting back a NACKed job
     expired: int
     deleted: int
     dead_lettered: int
@@ -55,7 +57,7 @@ class Summary:
 @dataclass(frozen=True)
 class ThroughputPoint:
     start_ms: int  # bucket start, UTC epoch ms
-    jobs_in: float  # per minute, averaged over the bucket
+    jobs_in: float  # per ReportData.rate_seconds, averaged over the bucket
     jobs_out: float
     acks: float
 
@@ -98,12 +100,17 @@ class RedeliveredJob:
 @dataclass(frozen=True)
 class ReportData:
     summary: Summary
-    bucket_minutes: int  # width of a throughput point
+    bucket_s: int  # width of a throughput point: seconds for short logs, else minutes
     throughput: list[ThroughputPoint]
     latency: list[LatencyRow]  # "all queues" first, then the busiest queues
     queues: list[QueueRow]  # busiest first, at most the report's limit
     queues_total: int
     top_redelivered: list[RedeliveredJob]
+
+    @property
+    def rate_seconds(self) -> int:
+        """Throughput rates are per second for buckets under a minute, else per minute."""
+        return 1 if self.bucket_s < 60 else 60
 
 
 def _utc(ms: int) -> datetime:
@@ -132,28 +139,42 @@ def _png(figure: Figure) -> str:
     return f'<img alt="" src="data:image/png;base64,{encoded}">'
 
 
+def _bucket_text(seconds: int) -> str:
+    return f"{seconds}-second" if seconds < 60 else f"{seconds // 60}-minute"
+
+
 def throughput_plot(data: ReportData) -> str:
     # Figure() rather than pyplot: no global state, and savefig uses the Agg canvas.
     figure = Figure(figsize=(10, 3.6))
     axes = figure.subplots()
-    times = [_utc(point.start_ms) for point in data.throughput]
-    marker = "o" if len(times) < 30 else None
+    points = data.throughput
+    # Each point is the average rate over its bucket: a step per bucket, drawn to the end of
+    # the last one, so the x axis spans exactly the buckets the log covers (one point alone
+    # would make matplotlib pad the axis by years).
+    edges = [_utc(point.start_ms) for point in points]
+    edges.append(edges[-1] + timedelta(seconds=data.bucket_s))
     for label, values in (
-        ("in (added)", [p.jobs_in for p in data.throughput]),
-        ("out (delivered)", [p.jobs_out for p in data.throughput]),
-        ("acks", [p.acks for p in data.throughput]),
+        ("in (added)", [p.jobs_in for p in points]),
+        ("out (delivered)", [p.jobs_out for p in points]),
+        ("acks", [p.acks for p in points]),
     ):
-        axes.plot(times, values, label=label, marker=marker, linewidth=1.4)
+        axes.step(edges, [*values, values[-1]], where="post", label=label, linewidth=1.4)
+    axes.set_xlim(edges[0], edges[-1])
+    locator = dates.AutoDateLocator(tz=UTC, minticks=3, maxticks=9)
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=UTC))
+    unit = "second" if data.rate_seconds == 1 else "minute"
     averaged = (
-        f", averaged over {data.bucket_minutes}-minute buckets" if data.bucket_minutes > 1 else ""
+        f", averaged over {_bucket_text(data.bucket_s)} buckets"
+        if data.bucket_s != data.rate_seconds
+        else ""
     )
-    axes.set_ylabel("jobs per minute")
+    axes.set_ylabel(f"jobs per {unit}")
     axes.set_title(f"Throughput, all queues{averaged}")
     axes.set_xlabel("time (UTC)")
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
     axes.legend(loc="upper right")
-    figure.autofmt_xdate()
     return _png(figure)
 
 
@@ -226,7 +247,8 @@ def render_report(data: ReportData) -> str:
         ["Jobs delivered", s.delivered],
         ["Jobs acked", s.acked],
         ["Jobs nacked", s.nacked],
-        ["Jobs requeued (retry timeout)", s.requeued],
+        ["Jobs requeued, all (after a NACK, RETRY timeout, ENQUEUE)", s.requeued],
+        ["Jobs requeued without a NACK (RETRY timeout, ENQUEUE)", s.requeued_without_nack],
         ["Jobs expired (TTL)", s.expired],
         ["Jobs deleted", s.deleted],
         ["Jobs dead-lettered", s.dead_lettered],

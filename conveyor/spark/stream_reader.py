@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -46,6 +46,8 @@ _JOB_ID = itemgetter(1)
 # How long a failed ack round waits before trying again on its own (commits also retry).
 ACK_RETRY_S = 1.0
 ACK_RETRY_LIMIT_S = 60.0
+# How long stop() lets an ack round or a prefetch already on the wire finish.
+STOP_WAIT_S = 10.0
 
 
 @dataclass
@@ -113,6 +115,9 @@ class _DriverState:
         self.pending: dict[int, LeasedBatch] = {}  # leased and not yet acked
         self.committed_seq = 0
         self._local = threading.local()  # a NodeLink per thread and node
+        self._links: list[NodeLink] = []  # every one of them, for stop() to close
+        self._closed = False
+        self._ack_future: Future[None] | None = None
         self._rotation = 0
         self._prefetch: tuple[int, int, Future[LeasedBatch]] | None = None
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="conveyor-prefetch")
@@ -151,10 +156,18 @@ class _DriverState:
         link = links.get(node)
         if link is None:
             connection = self.options.connection
-            link = links[node] = NodeLink(node, connection.password, connection.timeout_s)
+            link = NodeLink(node, connection.password, connection.timeout_s)
+            with self.lock:
+                if self._closed:
+                    host, port = node
+                    raise NodeError(f"node {host}:{port}: the stream reader is stopped")
+                self._links.append(link)
+            links[node] = link
         return link
 
     def _warn_once(self, key: str, message: str) -> None:
+        if self._stopping.is_set():
+            return  # failures of work cut short by stop() are expected
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message)
@@ -275,7 +288,8 @@ class _DriverState:
             for seq in self.journal.pending():
                 if seq <= end_seq:
                     self.batch_for_replay(seq)
-        self._acker.submit(self._ack_committed)
+        if not self._stopping.is_set():
+            self._ack_future = self._acker.submit(self._ack_committed)
 
     def _ack_committed(self) -> None:
         # Bounded: the executor's thread is joined when the process exits, and a node that
@@ -332,9 +346,34 @@ class _DriverState:
                     self._warn_once(f"working:{name}", f"WORKING on {name}: {error}")
 
     def stop(self) -> None:
+        """Stop the background work and close every connection this query opened."""
         self._stopping.set()
         self._prefetcher.shutdown(wait=False, cancel_futures=True)
         self._acker.shutdown(wait=False, cancel_futures=True)
+        # An ack round or a lease already on the wire finishes (bounded): cutting it off
+        # would leave jobs leased until their RETRY. Without a journal, a prefetched batch
+        # Spark never asked for goes back to its queues (with one, a restarted query takes
+        # it from the journal, counters unchanged).
+        prefetch, self._prefetch = self._prefetch, None
+        running = [f for f in (self._ack_future, prefetch and prefetch[2]) if f is not None]
+        wait(running, timeout=STOP_WAIT_S)
+        if (
+            prefetch is not None
+            and self.journal is None
+            and prefetch[2].done()
+            and not prefetch[2].cancelled()
+        ):
+            try:
+                batch = prefetch[2].result()
+            except Exception:  # a failed prefetch leased nothing it kept
+                batch = None
+            if batch is not None and batch.rows:
+                self._hand_back(batch)
+        with self.lock:
+            self._closed = True
+            links, self._links = self._links, []
+        for link in links:
+            link.shutdown()
 
 
 class ConveyorStreamReader(DataSourceStreamReader):

@@ -17,7 +17,11 @@ from tests.servers import NodeProcess, running_node
 
 
 class FakeNode:
-    """A tiny RESP server whose HELLO reports extra nodes; `stop()` kills it."""
+    """A tiny RESP server whose HELLO reports extra nodes; `stop()` kills it.
+
+    Like Disque, its HELLO takes no argument: redis-py's `HELLO 3` handshake gets an
+    arity error. Every request is kept in `requests`.
+    """
 
     def __init__(self, hello_nodes: list[list[bytes]]) -> None:
         self.node_id = b"f" * 40
@@ -27,6 +31,7 @@ class FakeNode:
         self.listener.listen()
         self.port = self.listener.getsockname()[1]
         self.connections: list[socket.socket] = []
+        self.requests: list[list[bytes]] = []
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
@@ -50,7 +55,10 @@ class FakeNode:
                 if not data:
                     return
                 for request in parser.feed(data):
-                    if request[0].upper() == b"HELLO":
+                    self.requests.append(request)
+                    if request[0].upper() == b"HELLO" and len(request) > 1:
+                        reply = b"-ERR wrong number of arguments for 'hello' command\r\n"
+                    elif request[0].upper() == b"HELLO":
                         reply = encode([1, self.node_id, *self.hello_nodes])
                     else:
                         reply = b"-ERR fake node\r\n"
@@ -132,6 +140,22 @@ async def test_async_client_discovers_too(node: NodeProcess, raw: redis.Redis) -
             assert client.node_id == real_id.decode()
     finally:
         fake.stop()
+
+
+def test_a_disque_node_is_spoken_to_in_resp2(node: NodeProcess) -> None:
+    # redis-py 8 opens connections with `HELLO 3`; Disque refuses it, so the client
+    # connects again in RESP2 (no HELLO 3) and remembers it for that node only.
+    fake = FakeNode([[b"r" * 40, b"127.0.0.1", str(node.port).encode(), b"1"]])
+    try:
+        with Client([f"127.0.0.1:{fake.port}"], socket_timeout=2) as client:
+            client.connect()
+            assert fake.requests == [[b"HELLO", b"3"], [b"HELLO"]]
+            assert client.redis.connection_pool.connection_kwargs["protocol"] == 2
+    finally:
+        fake.stop()
+    with Client([f"127.0.0.1:{node.port}"], socket_timeout=2) as client:
+        # a Conveyor node speaks RESP3, the redis-py default
+        assert "resp=3" in client.execute_command("CLIENT", "INFO").decode()
 
 
 def test_failover_between_configured_nodes(tmp_path: Path) -> None:

@@ -532,11 +532,12 @@ def test_writer_rotates_by_the_hour_of_each_event(tmp_path: Path) -> None:
     assert log.counters.bytes == sum(p.stat().st_size for p in tmp_path.iterdir())
 
 
-def test_writer_counters_and_the_added_queued_pair(tmp_path: Path) -> None:
+def test_writer_counters_and_queue_of_each_event(tmp_path: Path) -> None:
     log = EventLog(tmp_path, NODE)
     now = at("2026-11-22 07:10:00")
     fresh = job(queue=b"pairs")
-    log.record_added_queued(fresh, now)
+    log.record("added", fresh, now)
+    log.record("queued", fresh, now)
     nacked = job("D-b9aff143-AAAAAAAAAAAAAAAAAAAAAAAA-05a1")
     nacked.nacks, nacked.additional_deliveries = 3, 12
     log.record("nacked", nacked, now + 1)
@@ -555,7 +556,8 @@ def test_writer_writes_a_full_buffer_by_itself(tmp_path: Path) -> None:
     log = EventLog(tmp_path, NODE)
     now = at("2026-11-22 07:20:00")
     for _ in range(500):  # ~85 KB, past the ~64 KiB limit
-        log.record_added_queued(job(), now)
+        log.record("added", job(), now)
+        log.record("queued", job(), now)
     assert not list(tmp_path.iterdir())  # a millisecond is never split
     log.record("acked", job(), now + 1)  # the next millisecond writes what was full
     assert len(read_events(tmp_path)) == 1000
@@ -578,7 +580,8 @@ def test_writer_failures_count_and_recover(tmp_path: Path) -> None:
     log = EventLog(directory, NODE)
     directory.rmdir()
     directory.write_text("in the way")
-    log.record_added_queued(job(), at("2026-11-22 07:40:00"))
+    log.record("added", job(), at("2026-11-22 07:40:00"))
+    log.record("queued", job(), at("2026-11-22 07:40:00"))
     log.flush()  # no exception
     assert (log.failing, log.counters.dropped, log.counters.events) == (True, 2, 0)
     directory.unlink()

@@ -233,6 +233,8 @@ def test_leaving_node_does_not_block(r: redis.Redis) -> None:
         expected = "LEAVING This node is leaving the cluster, please connect to a different one"
         assert error_of(r, "GETJOB", "TIMEOUT", "5000", "FROM", "q") == expected
         assert r.execute_command("GETJOB", "NOHANG", "FROM", "q") is None
+        # Refused without creating the queue it will never serve.
+        assert r.execute_command("QSTAT", "q") is None
     finally:
         r.execute_command("CLUSTER", "LEAVING", "no")
 

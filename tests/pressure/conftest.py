@@ -42,9 +42,7 @@ def prefix() -> str:
 
 
 @pytest.fixture
-def make_queue(
-    redis_server: RedisServer, raw: redis.Redis, prefix: str
-) -> Iterator[QueueFactory]:
+def make_queue(redis_server: RedisServer, raw: redis.Redis, prefix: str) -> Iterator[QueueFactory]:
     """Build PressureQueues on the test server and prefix; disconnects them afterwards."""
     made: list[PressureQueue] = []
 

@@ -58,11 +58,16 @@ def start_redis(directory: Path) -> RedisServer:
     process = subprocess.Popen(
         [
             REDIS_SERVER,
-            "--port", str(port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(directory),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -89,10 +94,17 @@ def spec_keys(prefix: str, name: str) -> dict[str, str]:
     """Suffix -> full key name, as the specification lists them ("" is the queue list)."""
     base = f"{prefix}:{name}"
     suffixes = [
-        "bound", "producer", "consumer", "producer_free", "consumer_free",
-        "stats:produced_messages", "stats:produced_bytes",
-        "stats:consumed_messages", "stats:consumed_bytes",
-        "not_full", "closed",
+        "bound",
+        "producer",
+        "consumer",
+        "producer_free",
+        "consumer_free",
+        "stats:produced_messages",
+        "stats:produced_bytes",
+        "stats:consumed_messages",
+        "stats:consumed_bytes",
+        "not_full",
+        "closed",
     ]
     return {"": base, **{suffix: f"{base}:{suffix}" for suffix in suffixes}}
 

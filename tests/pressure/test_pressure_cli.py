@@ -59,8 +59,14 @@ def test_round_trip(cli: Invoke, raw: redis.Redis, prefix: str) -> None:
 
 
 def test_missing_queue_is_one_clear_line(cli: Invoke) -> None:
-    for args in (("get", "nope"), ("put", "nope", "x"), ("stat", "nope"), ("close", "nope"),
-                 ("delete", "nope"), ("unlock", "nope")):
+    for args in (
+        ("get", "nope"),
+        ("put", "nope", "x"),
+        ("stat", "nope"),
+        ("close", "nope"),
+        ("delete", "nope"),
+        ("unlock", "nope"),
+    ):
         result = cli(*args)
         assert result.exit_code == 1, args
         assert result.stderr.startswith("error: queue 'nope' does not exist"), args
@@ -109,12 +115,21 @@ def test_unreachable_redis(prefix: str) -> None:
 
 def test_real_subprocess(redis_server: RedisServer, raw: redis.Redis, prefix: str) -> None:
     root = Path(__file__).resolve().parents[2]
-    base = [sys.executable, "-m", "conveyor.cli", "pressure", "--redis", redis_server.url,
-            "--prefix", prefix]
+    base = [
+        sys.executable,
+        "-m",
+        "conveyor.cli",
+        "pressure",
+        "--redis",
+        redis_server.url,
+        "--prefix",
+        prefix,
+    ]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*base, *args], cwd=root, capture_output=True, text=True,
-                              timeout=30, check=False)
+        return subprocess.run(
+            [*base, *args], cwd=root, capture_output=True, text=True, timeout=30, check=False
+        )
 
     assert run("create", "sub").returncode == 0
     assert run("put", "sub", "payload").returncode == 0
@@ -122,5 +137,6 @@ def test_real_subprocess(redis_server: RedisServer, raw: redis.Redis, prefix: st
     assert (got.returncode, got.stdout) == (0, "payload\n")
     missing = run("get", "other")
     assert missing.returncode == 1
-    assert missing.stderr == "error: queue 'other' does not exist (no key " \
-        f"'{prefix}:other:bound')\n"
+    assert (
+        missing.stderr == f"error: queue 'other' does not exist (no key '{prefix}:other:bound')\n"
+    )

@@ -124,9 +124,7 @@ def test_every_key_name_is_the_specs(make_queue: QueueFactory, raw: redis.Redis)
     )  # :not_full is absent because the bound-1 queue is full: that makes all 12 but one
 
 
-operations = st.lists(
-    st.sampled_from(["put", "get", "close"]), min_size=1, max_size=25
-)
+operations = st.lists(st.sampled_from(["put", "get", "close"]), min_size=1, max_size=25)
 
 
 @settings(

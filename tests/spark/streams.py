@@ -40,9 +40,7 @@ class Collected:
         return handle
 
 
-def stream_reader(
-    spark: SparkSession, ports: list[int], queues: str, **options: Any
-) -> DataFrame:
+def stream_reader(spark: SparkSession, ports: list[int], queues: str, **options: Any) -> DataFrame:
     reader = (
         spark.readStream.format("conveyor")
         .option("nodes", ",".join(f"127.0.0.1:{port}" for port in ports))

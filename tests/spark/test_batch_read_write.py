@@ -184,9 +184,9 @@ def test_a_failing_addjob_fails_the_task_naming_the_row(
     r.execute_command("PAUSE", "paused", "in")
     df = spark.createDataFrame([("fine", "ok"), ("refused", "paused")], "body string, queue string")
     with pytest.raises(Exception, match=r"ADDJOB of row 1 of partition 0 \(queue 'paused'\)"):
-        df.coalesce(1).write.format("conveyor").option(
-            "nodes", f"127.0.0.1:{node.port}"
-        ).mode("append").save()
+        df.coalesce(1).write.format("conveyor").option("nodes", f"127.0.0.1:{node.port}").mode(
+            "append"
+        ).save()
     assert r.execute_command("QLEN", "paused") == 0
 
 
@@ -224,9 +224,11 @@ def test_stream_from_one_queue_to_another_with_options(
     )
     try:
         assert wait_until(
-            lambda: r.execute_command("QLEN", "out") >= 500
-            and r.execute_command("QLEN", "in") == 0
-            and len(all_jobs(r, "in")) == 0,
+            lambda: (
+                r.execute_command("QLEN", "out") >= 500
+                and r.execute_command("QLEN", "in") == 0
+                and len(all_jobs(r, "in")) == 0
+            ),
             90,
             query,
         )

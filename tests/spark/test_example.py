@@ -42,8 +42,10 @@ def test_pipeline_totals_every_order_into_a_queue_and_parquet(
     )
     try:
         assert wait_until(
-            lambda: example.queue_drained(nodes, "orders")
-            and r.execute_command("QLEN", "totals") >= 300,
+            lambda: (
+                example.queue_drained(nodes, "orders")
+                and r.execute_command("QLEN", "totals") >= 300
+            ),
             120,
             query,
         )

@@ -65,8 +65,7 @@ def test_jobs_are_acked_only_after_spark_commits(
             # While the batch runs its jobs are leased (active), not acked.
             seen_during_batch.append(
                 sum(
-                    r.execute_command("SHOW", job_id) is not None
-                    for job_id in collected.batches[0]
+                    r.execute_command("SHOW", job_id) is not None for job_id in collected.batches[0]
                 )
             )
 
@@ -193,9 +192,7 @@ def test_partitions_spread_over_several_nodes(
             tmp_path / "checkpoint",
         )
         try:
-            assert wait_until(
-                lambda: jobs_on_node(r) == 0 and jobs_on_node(r2) == 0, 60, query
-            )
+            assert wait_until(lambda: jobs_on_node(r) == 0 and jobs_on_node(r2) == 0, 60, query)
         finally:
             query.stop()
         assert sorted(collected.ids()) == sorted(added)

@@ -1,0 +1,240 @@
+"""Disque's serialized job (job.c serializeJob / deserializeJob), byte for byte.
+
+The same bytes are the LOADJOB argument in the AOF and the job area of REPLJOB/YOURJOBS
+on the cluster bus. Layout, all integers little endian (Disque copies its x86-64 struct):
+
+    u32 length of what follows
+    id[40]; u8 state (low nibble) | gc_retry (high nibble); u8 flags; u16 repl;
+    u32 etime; u64 ctime; u32 delay; u32 retry; u16 nacks; u16 additional deliveries
+    u32 queue length + queue; u32 body length + body; u32 node count + 40-byte node names
+
+Fields are kept raw: what etime means (absolute seconds in the AOF, TTL left + 1 on the
+bus) and which flags a bus copy clears are the caller's business, so a record decoded
+from either source re-encodes to the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .jobid import is_valid_id
+
+__all__ = [
+    "DISQUE_BCAST_QUEUED",
+    "DISQUE_BCAST_WILLQUEUE",
+    "DISQUE_DELIVERED",
+    "NODE_NAME_LEN",
+    "CodecError",
+    "JobRecord",
+    "decode_job",
+    "decode_jobs",
+    "encode_job",
+]
+
+# Job flags as persisted (job.h).
+DISQUE_BCAST_QUEUED = 1
+DISQUE_BCAST_WILLQUEUE = 2
+DISQUE_DELIVERED = 4
+
+NODE_NAME_LEN = 40
+
+# Length prefix + the 68-byte struct part + the queue length, which always follows it:
+# one unpack covers everything before the first variable-length field.
+_HEAD = struct.Struct("<I40sBBHIQIIHHI")
+_U32 = struct.Struct("<I")
+_unpack_head = _HEAD.unpack_from
+_unpack_u32 = _U32.unpack_from
+_pack_head = _HEAD.pack
+_pack_u32 = _U32.pack
+
+_STRUCT_LEN = 68
+# The smallest value the length prefix can hold: struct part + three empty u32 counts.
+_MIN_JOBLEN = _STRUCT_LEN + 12
+_MIN_RECORD = 4 + _MIN_JOBLEN
+_U32_MAX = 0xFFFFFFFF
+
+# (field, struct offset counted from the length prefix, maximum), for encode diagnostics.
+_INT_FIELDS = (
+    ("flags", 45, 0xFF),
+    ("repl", 46, 0xFFFF),
+    ("etime", 48, _U32_MAX),
+    ("ctime", 52, 0xFFFFFFFFFFFFFFFF),
+    ("delay", 60, _U32_MAX),
+    ("retry", 64, _U32_MAX),
+    ("nacks", 68, 0xFFFF),
+    ("additional_deliveries", 70, 0xFFFF),
+)
+
+
+class CodecError(ValueError):
+    """A serialized job that cannot be decoded, or a record that cannot be encoded."""
+
+
+class JobRecord(NamedTuple):
+    id: bytes
+    state: int  # Disque numbering: 0 wait-repl, 1 active, 2 queued, 3 acked
+    gc_retry: int
+    flags: int
+    repl: int
+    etime: int  # absolute unix seconds in the AOF, seconds remaining + 1 on the bus
+    ctime: int  # unix_ms * 1_000_000 + counter
+    delay: int
+    retry: int
+    nacks: int
+    additional_deliveries: int
+    queue: bytes
+    body: bytes
+    nodes: tuple[bytes, ...]
+
+
+def encode_job(record: JobRecord) -> bytes:
+    """The serialized job, length prefix included."""
+    job_id, state, gc_retry = record.id, record.state, record.gc_retry
+    queue, body, nodes = record.queue, record.body, record.nodes
+    # struct's "40s" would silently pad or cut, and Disque's readers trust the shape.
+    if not is_valid_id(job_id):
+        raise CodecError(f"id at job offset 4: {job_id!r} is not a 40-byte Disque job ID")
+    # Both share byte 40, so a wide state would silently bleed into gc_retry.
+    if not (0 <= state <= 15 and 0 <= gc_retry <= 15):
+        raise CodecError(
+            f"state {state} / gc_retry {gc_retry} at job offset 44: each must fit 4 bits"
+        )
+    for i, node in enumerate(nodes):
+        if len(node) != NODE_NAME_LEN:
+            raise CodecError(f"node name {i} is {len(node)} bytes, not {NODE_NAME_LEN}")
+    qlen, blen = len(queue), len(body)
+    joblen = _MIN_JOBLEN + qlen + blen + NODE_NAME_LEN * len(nodes)
+    if joblen > _U32_MAX:
+        raise CodecError(f"length prefix at job offset 0: {joblen} does not fit u32")
+    try:
+        head = _pack_head(
+            joblen,
+            job_id,
+            state | gc_retry << 4,
+            record.flags,
+            record.repl,
+            record.etime,
+            record.ctime,
+            record.delay,
+            record.retry,
+            record.nacks,
+            record.additional_deliveries,
+            qlen,
+        )
+    except struct.error as exc:
+        # Diagnose only on failure, to keep the common path a single pack call.
+        raise _int_field_error(record) from exc
+    return b"".join((head, queue, _pack_u32(blen), body, _pack_u32(len(nodes)), *nodes))
+
+
+def _int_field_error(record: JobRecord) -> CodecError:
+    for name, offset, maximum in _INT_FIELDS:
+        value = getattr(record, name)
+        if not isinstance(value, int):
+            return CodecError(f"{name} at job offset {offset}: {value!r} is not an int")
+        if not 0 <= value <= maximum:
+            return CodecError(f"{name} at job offset {offset}: {value} not in 0..{maximum}")
+    return CodecError("job record does not fit Disque's layout")
+
+
+def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[JobRecord, int]:
+    """Decode the serialized job at data[offset:]; return it and the offset just past it.
+
+    Error messages give absolute offsets into `data`.
+    """
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    size = len(view)
+    if not 0 <= offset <= size:
+        raise CodecError(f"offset {offset} is outside the {size}-byte input")
+    # Disque's own minimum: it refuses anything shorter before looking at the prefix.
+    if size - offset < _MIN_RECORD:
+        raise CodecError(
+            f"truncated job at offset {offset}: {size - offset} bytes, need at least {_MIN_RECORD}"
+        )
+    (
+        joblen,
+        job_id,
+        byte40,
+        flags,
+        repl,
+        etime,
+        ctime,
+        delay,
+        retry,
+        nacks,
+        deliveries,
+        qlen,
+    ) = _unpack_head(view, offset)
+    if joblen < _MIN_JOBLEN:
+        raise CodecError(
+            f"length prefix {joblen} at offset {offset} is below the minimum {_MIN_JOBLEN}"
+        )
+    # Every later bound is checked against the record's own end, not the buffer's, so a
+    # lying length can neither read into the next job nor make us allocate past the input.
+    end = offset + 4 + joblen
+    if end > size:
+        raise CodecError(
+            f"length prefix {joblen} at offset {offset} runs past the end of input "
+            f"({size - offset - 4} bytes follow it)"
+        )
+    if not is_valid_id(job_id):
+        raise CodecError(f"id at offset {offset + 4}: {job_id!r} is not a Disque job ID")
+    pos = offset + 4 + _STRUCT_LEN + 4
+    # The 8 reserved bytes are the body length and node count still to come.
+    if qlen > end - pos - 8:
+        raise CodecError(
+            f"queue name length {qlen} at offset {pos - 4} runs past the job's end at {end}"
+        )
+    queue = bytes(view[pos : pos + qlen])
+    pos += qlen
+    (blen,) = _unpack_u32(view, pos)
+    pos += 4
+    if blen > end - pos - 4:
+        raise CodecError(f"body length {blen} at offset {pos - 4} runs past the job's end at {end}")
+    body = bytes(view[pos : pos + blen])
+    pos += blen
+    (count,) = _unpack_u32(view, pos)
+    pos += 4
+    # One equality covers a short node list, a ragged one and trailing garbage alike.
+    if count * NODE_NAME_LEN != end - pos:
+        raise CodecError(
+            f"node count {count} at offset {pos - 4} needs {count * NODE_NAME_LEN} bytes, "
+            f"but the length prefix leaves {end - pos}"
+        )
+    names = bytes(view[pos:end])
+    nodes = tuple(names[i : i + NODE_NAME_LEN] for i in range(0, len(names), NODE_NAME_LEN))
+    record = JobRecord(
+        job_id,
+        byte40 & 0x0F,
+        byte40 >> 4,
+        flags,
+        repl,
+        etime,
+        ctime,
+        delay,
+        retry,
+        nacks,
+        deliveries,
+        queue,
+        body,
+        nodes,
+    )
+    return record, end
+
+
+def decode_jobs(data: bytes | bytearray | memoryview, count: int) -> list[JobRecord]:
+    """Decode `count` jobs laid back to back (a REPLJOB/YOURJOBS job area) using all of data."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    size = len(view)
+    # count comes off the wire: refuse an impossible one before looping on it.
+    if count < 0 or count * _MIN_RECORD > size:
+        raise CodecError(f"{count} jobs cannot fit in {size} bytes")
+    records = []
+    offset = 0
+    for _ in range(count):
+        record, offset = decode_job(view, offset)
+        records.append(record)
+    if offset != size:
+        raise CodecError(f"{size - offset} trailing bytes at offset {offset} after {count} jobs")
+    return records

@@ -1,0 +1,124 @@
+"""The node facade: what the asyncio server and the cluster simulator both drive.
+
+Parsed commands (and, with the cluster, bus messages) come in with the time; replies
+come back as return values and everything else as effects (conveyor.core.effects).
+Beyond the engine it decides what is node policy rather than job bookkeeping: the
+default replication level, refusing work while leaving, whether a GETJOB blocks, and
+the memory limit with its eviction policy.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from conveyor.core import errors
+from conveyor.core.args import AddJobArgs, EngineConfig, GetJobArgs
+from conveyor.core.engine import Engine
+from conveyor.core.errors import CommandError
+from conveyor.core.job import Job
+from conveyor.core.waiters import Waiter
+
+# Below maxmemory, the share at which eviction starts (policy "acks").
+_SOFT_LIMIT_PERCENT = 95
+# Slack for what one request may add beyond the job bytes the guard compares.
+_GUARD_SLACK_BYTES = 65536
+
+
+class NodeCore(Engine):
+    def __init__(
+        self,
+        node_id: str,
+        seed: bytes,
+        rand: random.Random,
+        config: EngineConfig | None = None,
+        timer_resolution_ms: int = 10,
+    ) -> None:
+        super().__init__(node_id, seed, rand, config, timer_resolution_ms)
+        self.leaving = False
+        self.cluster_size = 1
+        self.reachable_nodes = 0
+        self.maxmemory = 0
+        self.maxmemory_policy = "acks"
+        self.baseline_bytes = 0  # what the process holds besides jobs (the driver measures it)
+        self.peak_memory = 0
+        self.oom_guard = 1 << 62
+
+    # -- cluster view -----------------------------------------------------------------------
+    def set_leaving(self, leaving: bool) -> None:
+        self.leaving = leaving
+        self._update_fast_adds()
+
+    def set_cluster_view(self, size: int, reachable: int) -> None:
+        self.cluster_size = size
+        self.reachable_nodes = reachable
+        self._update_fast_adds()
+
+    def _update_fast_adds(self) -> None:
+        self._fast_adds = not self.leaving and self.cluster_size == 1
+
+    def default_repl(self) -> int:
+        return min(self.cluster_size, 3)
+
+    # -- commands ---------------------------------------------------------------------------
+    def add_job(self, args: AddJobArgs, now_ms: int) -> Job:
+        repl = args.repl
+        if repl is None:
+            args.repl = repl = self.default_repl()
+        ttl_s, retry_s = self.job_times(args)
+        if self.leaving:
+            # A leaving node keeps no new copies; with nobody else to hold one, refuse.
+            if repl > self.reachable_nodes:
+                raise CommandError(errors.NOREPL_LEAVING)
+        elif repl - 1 > self.reachable_nodes:
+            raise CommandError(errors.NOREPL_LEVEL)
+        return self._add_job(args, ttl_s, retry_s, now_ms)
+
+    def get_job(self, args: GetJobArgs, token: Any, now_ms: int) -> list[Job] | Waiter:
+        """GETJOB: the jobs taken, or the Waiter the client now blocks on."""
+        if self.leaving:
+            # Look only: a leaving node must not create queues it will never serve.
+            names = [name for name in args.queues if name in self.queues]
+            jobs = self.get_jobs(names, args.count, now_ms) if names else []
+            if jobs or args.nohang:
+                return jobs
+            raise CommandError(errors.LEAVING)
+        jobs = self.get_jobs(args.queues, args.count, now_ms)
+        if jobs or args.nohang:
+            return jobs
+        deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
+        waiter = Waiter(token, args.queues, args.count, args.with_counters, deadline)
+        self.block(waiter, now_ms)
+        return waiter
+
+    # -- memory -----------------------------------------------------------------------------
+    def set_memory_limit(self, maxmemory: int, policy: str, baseline_bytes: int) -> None:
+        self.maxmemory = maxmemory
+        self.maxmemory_policy = policy
+        self.baseline_bytes = baseline_bytes
+        # Below this many job bytes no growing command can reach the soft limit, so the
+        # hot path compares one int; the exact check (and eviction) runs only above it.
+        if maxmemory:
+            soft_limit = maxmemory * _SOFT_LIMIT_PERCENT // 100
+            self.oom_guard = soft_limit - baseline_bytes - _GUARD_SLACK_BYTES
+        else:
+            self.oom_guard = 1 << 62
+
+    def used_memory(self) -> int:
+        used = self.baseline_bytes + self.memory_estimate()
+        if used > self.peak_memory:
+            self.peak_memory = used
+        return used
+
+    def over_memory_limit(self, incoming_bytes: int, now_ms: int) -> bool:
+        """Would a command adding `incoming_bytes` exceed maxmemory? Evicts first when the
+        policy allows (delivered at-most-once jobs, oldest first)."""
+        maxmemory = self.maxmemory
+        if not maxmemory:
+            return False
+        used = self.used_memory() + incoming_bytes
+        soft_limit = maxmemory * _SOFT_LIMIT_PERCENT // 100
+        if used > soft_limit and self.maxmemory_policy == "acks":
+            self.evict(used - soft_limit, now_ms)
+            used = self.used_memory() + incoming_bytes
+        return used > maxmemory

@@ -1,0 +1,54 @@
+"""A job as Disque serializes it (`JobRecord`), for the AOF and for the cluster bus.
+
+The codec (conveyor.core.codec) turns records into bytes; this module turns jobs into
+records and says what each Disque field means for Conveyor. Importing goes the other way
+through `Engine.import_job`. Flags: Disque's BCAST_QUEUED ("was queued at least once,
+so a later queueing is a re-delivery") is Conveyor's QUEUED_ONCE; BCAST_WILLQUEUE is set
+with it for jobs that have retries, as Disque does; DELIVERED is DELIVERED, and a copy
+sent on the bus clears it (the receiver has not delivered it).
+"""
+
+from __future__ import annotations
+
+from conveyor.core.codec import (
+    DISQUE_BCAST_QUEUED,
+    DISQUE_BCAST_WILLQUEUE,
+    DISQUE_DELIVERED,
+    JobRecord,
+)
+from conveyor.core.job import DELIVERED, QUEUED_ONCE, Job
+
+
+def disque_flags(job: Job, for_bus: bool = False) -> int:
+    flags = 0
+    if job.flags & QUEUED_ONCE:
+        flags = DISQUE_BCAST_QUEUED | (DISQUE_BCAST_WILLQUEUE if job.retry else 0)
+    if job.flags & DELIVERED and not for_bus:
+        flags |= DISQUE_DELIVERED
+    return flags
+
+
+def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -> JobRecord:
+    """The record of a job held here (`node_name`: this node, for the one-holder case).
+
+    etime is absolute unix seconds in the AOF and, on the bus, seconds left + 1 (so a
+    copy never arrives already expired by rounding).
+    """
+    etime = max(job.etime - now_ms, 0) // 1000 + 1 if for_bus else job.etime // 1000
+    nodes = (node_name,) if job.nodes_delivered is None else job.nodes_delivered
+    return JobRecord(
+        id=job.id,
+        state=job.state,
+        gc_retry=0,
+        flags=disque_flags(job, for_bus),
+        repl=job.repl,
+        etime=etime,
+        ctime=job.ctime,
+        delay=job.delay,
+        retry=job.retry,
+        nacks=job.nacks,
+        additional_deliveries=job.additional_deliveries,
+        queue=job.queue,
+        body=job.body,
+        nodes=nodes,
+    )

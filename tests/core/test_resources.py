@@ -1,0 +1,103 @@
+"""The leaks found in review, each as the scenario that showed it.
+
+A node runs for months: nothing a client does over and over may leave state behind.
+These drive the core facade on a virtual clock; the hypothesis state machine
+(test_engine_properties) states the same rules as invariants over random histories.
+"""
+
+from __future__ import annotations
+
+import random
+
+from conveyor.core.args import AddJobArgs, EngineConfig, GetJobArgs
+from conveyor.core.node import NodeCore
+from conveyor.core.waiters import Waiter
+
+T0 = 1_800_000_000_000
+GC_MS = 1_000
+
+
+def make_core() -> NodeCore:
+    return NodeCore("c" * 40, b"seed", random.Random(2), EngineConfig(queue_gc_idle_ms=GC_MS))
+
+
+def run_until(core: NodeCore, now_ms: int) -> None:
+    """Tick at every deadline up to now_ms, as the node's timer would."""
+    while (deadline := core.next_deadline()) is not None and deadline <= now_ms:
+        core.tick(deadline)
+    core.tick(now_ms)
+
+
+def block(core: NodeCore, queue: bytes, timeout_ms: int, now_ms: int) -> Waiter:
+    waiter = core.get_job(GetJobArgs([queue], 1, timeout_ms), object(), now_ms)
+    assert isinstance(waiter, Waiter)
+    return waiter
+
+
+def test_queue_whose_gc_fired_while_a_client_was_blocked_is_collected_later() -> None:
+    core = make_core()
+    waiter = block(core, b"q", 0, T0)
+    run_until(core, T0 + 5 * GC_MS)  # the GC timer fires and finds a blocked client
+    assert b"q" in core.queues
+    core.unblock(waiter, T0 + 5 * GC_MS)  # the client goes away
+    run_until(core, T0 + 7 * GC_MS)
+    assert b"q" not in core.queues
+
+
+def test_queue_emptied_by_dequeue_or_working_is_collected() -> None:
+    core = make_core()
+    jobs = {
+        queue: core.add_job(AddJobArgs(queue, b"x", None, 0, None, None, None, False), T0)
+        for queue in (b"d", b"w")
+    }
+    run_until(core, T0 + 3 * GC_MS)  # the GC timers fire while the queues hold a job
+    assert core.dequeue([jobs[b"d"].id], T0 + 3 * GC_MS) == 1
+    assert core.working(jobs[b"w"].id, T0 + 3 * GC_MS) > 0
+    assert core.qlen(b"d") == core.qlen(b"w") == 0
+    run_until(core, T0 + 5 * GC_MS)
+    assert b"d" not in core.queues and b"w" not in core.queues
+
+
+def test_waiter_list_holds_only_the_live_waiter_under_a_cycling_poller() -> None:
+    core = make_core()
+    long_waiter = block(core, b"q", 0, T0)  # first in line, never answered
+    now = T0
+    for _ in range(10_000):  # a poller with 100 ms timeouts
+        block(core, b"q", 100, now)
+        now += 100
+        run_until(core, now)
+    queue = core.queues[b"q"]
+    assert list(queue.waiters) == [long_waiter]
+    assert queue.blocked == 1 and core.blocked_clients == 1
+    assert core.timers.call_entries() <= 2
+
+
+def test_a_served_getjob_leaves_no_timer_entry_holding_it() -> None:
+    core = make_core()
+    tokens = []
+    for index in range(1_000):
+        token = object()
+        tokens.append(token)
+        waiter = core.get_job(GetJobArgs([b"q"], 1, 3_600_000), token, T0 + index)
+        assert isinstance(waiter, Waiter)
+        core.add_default_job(b"q", b"x", T0 + index)  # answers it at once
+        assert waiter.done
+    core.take_replies()
+    pending = core.timers.pending_calls()
+    assert not [arg for _, _, arg in pending if isinstance(arg, Waiter)]
+    # Cancelled entries are dropped in bulk: the heap stays small.
+    assert core.timers.call_entries() < 200
+
+
+def test_getjob_on_a_leaving_node_creates_no_queue() -> None:
+    core = make_core()
+    core.set_leaving(True)
+    try:
+        core.get_job(GetJobArgs([b"never-made"], 1, 0), object(), T0)
+    except Exception as exc:
+        assert str(exc).startswith("LEAVING")
+    else:
+        raise AssertionError("a leaving node blocked a client")
+    assert b"never-made" not in core.queues
+    assert core.get_job(GetJobArgs([b"never-made"], 1, 0, nohang=True), object(), T0) == []
+    assert b"never-made" not in core.queues
