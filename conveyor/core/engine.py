@@ -11,21 +11,6 @@ from __future__ import annotations
 from conveyor.core.acks import AcksMixin
 from conveyor.core.args import QUEUE_GC_IDLE_MS, AddJobArgs, EngineConfig, GetJobArgs
 from conveyor.core.blocking import BlockingMixin
-from conveyor.core.effects import (
-    EV_ACKED,
-    EV_ADDED,
-    EV_DEAD_LETTERED,
-    EV_DELETED,
-    EV_DELIVERED,
-    EV_DEQUEUED,
-    EV_EVICTED,
-    EV_EXPIRED,
-    EV_IMPORTED,
-    EV_NACKED,
-    EV_QUEUED,
-    EV_RELEASED,
-    EV_REQUEUED,
-)
 from conveyor.core.job import ACTIVE, DELETED
 from conveyor.core.jobs import JobsMixin
 from conveyor.core.queue import PAUSE_IN
@@ -40,19 +25,6 @@ from conveyor.core.state import (
 
 __all__ = [
     "DEFAULT_TTL_S",
-    "EV_ACKED",
-    "EV_ADDED",
-    "EV_DEAD_LETTERED",
-    "EV_DELETED",
-    "EV_DELIVERED",
-    "EV_DEQUEUED",
-    "EV_EVICTED",
-    "EV_EXPIRED",
-    "EV_IMPORTED",
-    "EV_NACKED",
-    "EV_QUEUED",
-    "EV_RELEASED",
-    "EV_REQUEUED",
     "JITTER_MS",
     "JOB_OVERHEAD_BYTES",
     "MAX_DEFAULT_RETRY_S",

@@ -1,5 +1,9 @@
 """The asyncio server for one node.
 
-Owns: client connections, the command table, argument parsing into typed values,
-blocked clients, the one event-loop timer for core deadlines, config and INFO.
-Must not touch: job state directly; every change goes through conveyor.core."""
+Owns: client connections (`connection`), the command table (`commands`) and handlers
+(`cmd_*`, written against the `context` Protocols), argument parsing into typed values
+(`parsing`), reply encoding (`replies`), carrying out the core's effects and the one
+event-loop timer for its deadlines (`server`), config, INFO, the node ID file and the
+job-event log.
+Must not touch: job state directly; every change goes through conveyor.core's facade.
+"""

@@ -41,8 +41,10 @@ __all__ = [
 # In lifecycle order: also the tie-break for "last event" when two share a millisecond.
 EVENT_TYPES: tuple[str, ...] = (
     "added",
+    "imported",
     "queued",
     "delivered",
+    "dequeued",
     "nacked",
     "requeued",
     "acked",
