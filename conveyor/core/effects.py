@@ -18,7 +18,7 @@ from "absent" through this table yields the state the core holds for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from conveyor.core.job import ACKED, ACTIVE, QUEUED, WAIT_REPL
 
@@ -68,19 +68,11 @@ TRANSITIONS: dict[str, tuple[frozenset[int], int | None]] = {
 ANNOTATIONS = frozenset((EV_NACKED, EV_DEAD_LETTERED))
 
 
-class JobEvent(NamedTuple):
-    event: str
-    job: Job
-    time_ms: int
-    # Copied when the event happens: a later change in the same batch must not show.
-    queue: bytes
-    state: int
-    nacks: int
-    additional_deliveries: int
-
-
-# NamedTuple's own constructor is a Python-level call; this is the C one.
-new_job_event = tuple.__new__
+# (event, job, time_ms, queue, state, nacks, additional_deliveries): the queue, state
+# and counters are copied when the event happens, so a later change in the same batch
+# does not show. A plain tuple, not a NamedTuple: it is built on the ADDJOB hot path
+# (one BUILD_TUPLE), and consumers unpack it.
+JobEvent: TypeAlias = tuple[str, "Job", int, bytes, int, int, int]
 
 
 class WokenGetJob(NamedTuple):

@@ -17,9 +17,7 @@ from conveyor.core.effects import (
     EV_EXPIRED,
     EV_IMPORTED,
     EV_QUEUED,
-    JobEvent,
     WokenGetJob,
-    new_job_event,
 )
 from conveyor.core.errors import CommandError
 from conveyor.core.job import ACTIVE, DELETED, DELIVERED, QUEUED, QUEUED_ONCE, Job
@@ -103,16 +101,14 @@ class JobsMixin(CoreState):
         # no dead-letter rule, no waiters to serve (ruled out above).
         events = self.job_events
         if events is not None:
-            self._changed(EV_ADDED, job, now_ms)
+            events.append((EV_ADDED, job, now_ms, queue_name, ACTIVE, 0, 0))
         job.state = QUEUED
         job.flags = QUEUED_ONCE
         queue.push(job)
         queue.atime_ms = now_ms
         self.timers.file_job(job, job.etime, now_ms)
         if events is not None:
-            events.append(
-                new_job_event(JobEvent, (EV_QUEUED, job, now_ms, queue_name, QUEUED, 0, 0))
-            )
+            events.append((EV_QUEUED, job, now_ms, queue_name, QUEUED, 0, 0))
         return job
 
     def _register(

@@ -19,7 +19,6 @@ from conveyor.core.effects import (
     Reply,
     SendMessage,
     WokenGetJob,
-    new_job_event,
 )
 from conveyor.core.job import Job
 from conveyor.core.jobid import JobIdGenerator
@@ -99,18 +98,7 @@ class CoreState:
         events = self.job_events
         if events is not None:
             events.append(
-                new_job_event(
-                    JobEvent,
-                    (
-                        event,
-                        job,
-                        now_ms,
-                        job.queue,
-                        job.state,
-                        job.nacks,
-                        job.additional_deliveries,
-                    ),
-                )
+                (event, job, now_ms, job.queue, job.state, job.nacks, job.additional_deliveries)
             )
 
     def take_replies(self) -> list[WokenGetJob | Reply]:

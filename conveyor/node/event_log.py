@@ -144,32 +144,36 @@ class EventLog:
     # (Lookups are `try: d[key]`, not d.get: measurably cheaper on this hot path.)
     def record_events(self, events: list[JobEvent]) -> None:
         """The job events of one batch, each with the queue and counters it happened with."""
+        last_ms = self._last_ms
+        heads = self._heads
+        tails = self._tails
+        parts = self.parts
         for event, job, time_ms, queue, _state, nacks, deliveries in events:
-            if event == EV_RELEASED:
-                continue
-            if time_ms != self._last_ms:
+            if time_ms != last_ms:
+                # May write the buffer and start new head and part lists.
                 self._new_millisecond(time_ms)
+                last_ms = time_ms
+                heads = self._heads
+                parts = self.parts
             try:
-                head = self._heads[event]
+                head = heads[event]
             except KeyError:
+                if event == EV_RELEASED:
+                    continue
                 head = self._head(event)
             if nacks or deliveries:
                 tail = _tail(self._escaped(queue), nacks, deliveries)
             else:
                 try:
-                    tail = self._tails[queue]
+                    tail = tails[queue]
                 except KeyError:
                     tail = self._zero_tail(queue)
-            self.parts += (head, job.id, tail)
+            parts += (head, job.id, tail)
 
     def record(self, event: str, job: Job, now_ms: int) -> None:
         """One event of one job, with the job's current queue and counters."""
         self.record_events(
-            [
-                JobEvent(
-                    event, job, now_ms, job.queue, job.state, job.nacks, job.additional_deliveries
-                )
-            ]
+            [(event, job, now_ms, job.queue, job.state, job.nacks, job.additional_deliveries)]
         )
 
     def _new_millisecond(self, now_ms: int) -> None:

@@ -29,17 +29,8 @@ class Recorder:
 
     @property
     def events(self) -> list[Event]:
-        for event in self.engine.take_job_events():
-            self._events.append(
-                (
-                    event.event,
-                    event.job.id,
-                    event.queue,
-                    event.nacks,
-                    event.additional_deliveries,
-                    event.time_ms,
-                )
-            )
+        for event, job, time_ms, queue, _state, nacks, deliveries in self.engine.take_job_events():
+            self._events.append((event, job.id, queue, nacks, deliveries, time_ms))
         return self._events
 
     def kinds(self, job_id: bytes | None = None) -> list[str]:

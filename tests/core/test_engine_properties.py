@@ -97,16 +97,16 @@ class EngineMachine(RuleBasedStateMachine):
             if reply.jobs:
                 assert len(reply.jobs) <= reply.waiter.count
                 self._record_deliveries(reply.jobs)
-        for event in effects.job_events:
-            allowed, after = TRANSITIONS[event.event]
-            before = self.replayed.get(event.job.id, GONE)
-            assert before in allowed, f"{event.event} after state {before}: {event}"
-            state = event.state if after is None else after
-            assert event.state == state, event
+        for name, job, _time_ms, _queue, state_then, _nacks, _more in effects.job_events:
+            allowed, after = TRANSITIONS[name]
+            before = self.replayed.get(job.id, GONE)
+            assert before in allowed, f"{name} after state {before}: {job.id!r}"
+            state = state_then if after is None else after
+            assert state_then == state, (name, job.id)
             if state == GONE:
-                self.replayed.pop(event.job.id, None)
+                self.replayed.pop(job.id, None)
             else:
-                self.replayed[event.job.id] = state
+                self.replayed[job.id] = state
 
     # -- rules ---------------------------------------------------------------------------
     @rule(
