@@ -102,11 +102,8 @@ class JobsMixin(CoreState):
         events = self.job_events
         if events is not None:
             events.append((EV_ADDED, job, now_ms, queue_name, ACTIVE, 0, 0))
-        job.state = QUEUED
         job.flags = QUEUED_ONCE
-        queue.push(job)
-        queue.atime_ms = now_ms
-        self.timers.file_job(job, job.etime, now_ms)
+        self._file_in_queue(job, queue, now_ms)
         if events is not None:
             events.append((EV_QUEUED, job, now_ms, queue_name, QUEUED, 0, 0))
         return job

@@ -68,21 +68,25 @@ class QueueingMixin(CoreState):
             # Emitted with the queue the job leaves: the "requeued" below names the other.
             self._changed(EV_DEAD_LETTERED, job, now_ms)
             job.queue = config.deadletter_queue
-        job.state = QUEUED
-        job.qtime = 0
         queue = self.queues.get(job.queue)
         if queue is None:
             queue = self.queue_for(job.queue, now_ms)
-        queue.push(job)
-        queue.atime_ms = now_ms
-        # A queued job never requeues, so only its expiry matters; refiling makes any
-        # entry for an earlier requeue time stale.
-        self.timers.file_job(job, job.etime, now_ms)
+        self._file_in_queue(job, queue, now_ms)
         if self.job_events is not None:
             self._changed(EV_REQUEUED if requeue else EV_QUEUED, job, now_ms)
         if queue.blocked and not queue.pause & PAUSE_OUT:
             self._serve_waiters(queue, now_ms)
         return True
+
+    def _file_in_queue(self, job: Job, queue: JobQueue, now_ms: int) -> None:
+        """The one way into a queue (ADDJOB's fast path included)."""
+        job.state = QUEUED
+        job.qtime = 0
+        queue.push(job)
+        queue.atime_ms = now_ms
+        # A queued job never requeues, so only its expiry matters; refiling makes any
+        # entry for an earlier requeue time stale.
+        self.timers.file_job(job, job.etime, now_ms)
 
     def _left_queue(self, job: Job, now_ms: int) -> None:
         """A job whose state was just moved off QUEUED is no longer in its queue."""
@@ -102,8 +106,7 @@ class QueueingMixin(CoreState):
             # last queueing as in Disque: a job that waited in a long queue must not be
             # re-delivered the moment a worker takes it.
             base = now_ms + retry * 1000
-            qtime = base + int(self._rand.random() * 2 * JITTER_MS) - JITTER_MS
-            job.qtime = qtime
+            job.qtime = qtime = base + self._jitter()
             # A requeue a minute or more away lands in a one-second timer bucket anyway:
             # filing every job of a burst at the end of the jitter window lets them share
             # one deadline (cheap to file), and tick() still requeues each at >= qtime.
