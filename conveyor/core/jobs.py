@@ -103,7 +103,8 @@ class JobsMixin(CoreState):
         if events is not None:
             events.append((EV_ADDED, job, now_ms, queue_name, ACTIVE, 0, 0))
         job.flags = QUEUED_ONCE
-        self._file_in_queue(job, queue, now_ms)
+        queue.admit(job, now_ms)
+        self.timers.file_job(job, job.etime, now_ms)
         if events is not None:
             events.append((EV_QUEUED, job, now_ms, queue_name, QUEUED, 0, 0))
         return job

@@ -63,8 +63,12 @@ class JobQueue:
     def _is_live(self, job: Job) -> bool:
         return job.state == QUEUED and job.queue == self.name
 
-    def push(self, job: Job) -> None:
-        """File a job that has just been set QUEUED, in creation-time order."""
+    def admit(self, job: Job, now_ms: int) -> None:
+        """The one way into a queue: the job becomes QUEUED and is filed in creation-time
+        order (the engine then files its expiry timer)."""
+        job.state = QUEUED
+        job.qtime = 0
+        self.atime_ms = now_ms
         entries = self.entries
         ctime = job.ctime
         if not entries or entries[-1].ctime <= ctime:

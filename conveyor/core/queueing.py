@@ -71,22 +71,15 @@ class QueueingMixin(CoreState):
         queue = self.queues.get(job.queue)
         if queue is None:
             queue = self.queue_for(job.queue, now_ms)
-        self._file_in_queue(job, queue, now_ms)
+        queue.admit(job, now_ms)
+        # A queued job never requeues, so only its expiry matters; refiling makes any
+        # entry for an earlier requeue time stale.
+        self.timers.file_job(job, job.etime, now_ms)
         if self.job_events is not None:
             self._changed(EV_REQUEUED if requeue else EV_QUEUED, job, now_ms)
         if queue.blocked and not queue.pause & PAUSE_OUT:
             self._serve_waiters(queue, now_ms)
         return True
-
-    def _file_in_queue(self, job: Job, queue: JobQueue, now_ms: int) -> None:
-        """The one way into a queue (ADDJOB's fast path included)."""
-        job.state = QUEUED
-        job.qtime = 0
-        queue.push(job)
-        queue.atime_ms = now_ms
-        # A queued job never requeues, so only its expiry matters; refiling makes any
-        # entry for an earlier requeue time stale.
-        self.timers.file_job(job, job.etime, now_ms)
 
     def _left_queue(self, job: Job, now_ms: int) -> None:
         """A job whose state was just moved off QUEUED is no longer in its queue."""
