@@ -39,6 +39,17 @@ test: sysdeps $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(PY) -m fuzz.run --seconds $(FUZZ_TEST_SECONDS) --ci
+
+# Coverage-guided fuzzing (atheris) of the RESP parser and the command parsers, SECONDS per
+# target; prints executions, corpus size, coverage, crashes and hangs (docs/fuzzing.md).
+# `make test` runs the same for FUZZ_TEST_SECONDS per target, from the seeds only.
+SECONDS ?= 300
+FUZZ_DIR ?= /tmp/conveyor-fuzz
+FUZZ_TEST_SECONDS ?= 30
+.PHONY: fuzz
+fuzz: $(STAMP)
+	$(PY) -m fuzz.run --seconds $(SECONDS) --workdir $(FUZZ_DIR) --keep-going
 
 bench: sysdeps $(STAMP)
 	$(PY) -m bench.node_bench
@@ -48,6 +59,13 @@ bench-pressure: sysdeps $(STAMP)
 
 bench-spark: sysdeps $(STAMP)
 	$(PY) -m bench.spark_bench
+
+# The probes of issue 9 (huge counts, giant and half-sent bulks, a slow reader, idle
+# connections, cycling blocked clients, an AUTH burst, held replies), each on a fresh node,
+# with the longest stall another client saw and RSS before/peak/after; bounded, ~2 min.
+.PHONY: bench-abuse
+bench-abuse: sysdeps $(STAMP)
+	$(PY) -m bench.abuse_bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

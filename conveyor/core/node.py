@@ -41,6 +41,7 @@ class NodeCore(Engine):
         self.maxmemory = 0
         self.maxmemory_policy = "acks"
         self.baseline_bytes = 0  # what the process holds besides jobs (the driver measures it)
+        self.client_bytes = 0  # clients' query and output buffers (the driver counts them)
         self.peak_memory = 0
         self.oom_guard = 1 << 62
 
@@ -96,16 +97,26 @@ class NodeCore(Engine):
         self.maxmemory = maxmemory
         self.maxmemory_policy = policy
         self.baseline_bytes = baseline_bytes
+        self._update_oom_guard()
+
+    def set_client_memory(self, client_bytes: int) -> None:
+        """What the clients' buffers hold now: part of used memory and of the limit."""
+        self.client_bytes = client_bytes
+        self._update_oom_guard()
+
+    def _update_oom_guard(self) -> None:
         # Below this many job bytes no growing command can reach the soft limit, so the
         # hot path compares one int; the exact check (and eviction) runs only above it.
-        if maxmemory:
-            soft_limit = maxmemory * _SOFT_LIMIT_PERCENT // 100
-            self.oom_guard = soft_limit - baseline_bytes - _GUARD_SLACK_BYTES
+        if self.maxmemory:
+            soft_limit = self.maxmemory * _SOFT_LIMIT_PERCENT // 100
+            self.oom_guard = (
+                soft_limit - self.baseline_bytes - self.client_bytes - _GUARD_SLACK_BYTES
+            )
         else:
             self.oom_guard = 1 << 62
 
     def used_memory(self) -> int:
-        used = self.baseline_bytes + self.memory_estimate()
+        used = self.baseline_bytes + self.client_bytes + self.memory_estimate()
         if used > self.peak_memory:
             self.peak_memory = used
         return used

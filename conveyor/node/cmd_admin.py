@@ -4,11 +4,16 @@ SHUTDOWN, COMMAND, BGREWRITEAOF."""
 from __future__ import annotations
 
 import hmac
+import math
+import os
+import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.node import info as info_module
-from conveyor.node.config import ConfigError
+from conveyor.node.cmd_client import auth_failed, protected_action_allowed
+from conveyor.node.config import DIRECTIVES, PATH_DIRECTIVES, ConfigError
 from conveyor.node.parsing import SYNTAX
 from conveyor.protocol.resp import (
     OK,
@@ -23,6 +28,7 @@ from conveyor.protocol.resp import (
 )
 
 if TYPE_CHECKING:
+    from conveyor.node.commands import Command
     from conveyor.node.context import ClientContext as Connection
     from conveyor.node.context import NodeContext as Server
 
@@ -32,10 +38,10 @@ def auth(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if not password:
         return error("ERR Client sent AUTH, but no password is set")
     if hmac.compare_digest(args[1], password.encode()):
-        conn.authenticated = True
+        conn.set_authenticated(True)
         return OK
-    conn.authenticated = False
-    return error("ERR invalid password")
+    conn.set_authenticated(False)
+    return auth_failed(server, conn, "ERR invalid password")
 
 
 def ping(server: Server, conn: Connection, args: list[bytes]) -> bytes:
@@ -85,13 +91,20 @@ def config(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if sub == b"set":
         if len(args) != 4:
             return error("ERR Wrong number of arguments for CONFIG SET")
+        name = args[2].decode(errors="replace").lower()
+        value = args[3].decode(errors="replace")
+        refused = _protected_config_refusal(server, conn, name, value)
+        if refused is not None:
+            return error(
+                f"ERR CONFIG SET failed (possibly related to argument '{name}') - {refused}"
+            )
         try:
-            cfg.set(args[2].decode(errors="replace"), args[3].decode(errors="replace"))
+            cfg.set(name, value)
         except ConfigError as exc:
             return error(f"ERR {exc}")
         if args[2].lower() == b"requirepass":
             # Like Redis: the connection that set the password stays authenticated.
-            conn.authenticated = True
+            conn.set_authenticated(True)
         return OK
     if sub == b"resetstat":
         if len(args) != 2:
@@ -110,6 +123,42 @@ def config(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             return error(f"ERR {exc}")
         return OK
     return error("ERR CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+
+
+def _protected_config_refusal(
+    server: Server, conn: Connection, name: str, value: str
+) -> str | None:
+    """Why CONFIG SET of a path directive is refused for this client, or None.
+
+    Redis 7's protected configs: refused unless `enable-protected-configs` allows the
+    client (`local`: loopback and unix socket). Unless it is `yes`, a relative path
+    (`event-log`) must also stay inside the data directory: no absolute path, no `..`
+    or symbolic link out of it."""
+    directive = DIRECTIVES.get(name)
+    if directive is None or not directive.settable or name not in PATH_DIRECTIVES:
+        return None  # not a protected config: Config.set answers (unsupported, bad value)
+    setting = server.config["enable-protected-configs"]
+    if not protected_action_allowed(setting, server, conn):
+        return "can't set protected config"
+    if name == "event-log" and setting != "yes" and not _inside_data_dir(server, value):
+        return (
+            "the path must stay inside the data directory (a relative path without '..'); "
+            "set enable-protected-configs yes in the config file to allow any path"
+        )
+    return None
+
+
+def _inside_data_dir(server: Server, value: str) -> bool:
+    if value == "" or "\x00" in value:
+        return True  # "" turns the log off; a NUL byte is refused by Config.set
+    if os.path.isabs(value):
+        return False
+    data_dir = Path(getattr(server, "data_dir", None) or server.config["dir"]).resolve()
+    try:
+        target = (data_dir / value).resolve()
+    except (OSError, RuntimeError, ValueError):  # e.g. a symbolic link loop
+        return False
+    return target.is_relative_to(data_dir)
 
 
 # -- CLUSTER --------------------------------------------------------------------------------
@@ -162,19 +211,33 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
 
 
 # -- DEBUG ----------------------------------------------------------------------------------
+DEBUG_NOT_ALLOWED = (
+    'ERR DEBUG command not allowed. If the enable-debug-command option is set to "local", '
+    "you can run it from a local connection, otherwise you need to set this option in the "
+    "configuration file, and then restart the server."
+)
+# The longest DEBUG SLEEP: it blocks the whole node on purpose, but not for ever.
+DEBUG_SLEEP_MAX_S = 60
+_DECIMAL_RE = re.compile(rb"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    if not protected_action_allowed(server.config["enable-debug-command"], server, conn):
+        return error(DEBUG_NOT_ALLOWED)
     sub = args[1].lower()
     argc = len(args)
     if sub == b"flushall" and argc == 2:
         server.core.flush_all(server.now)  # blocked clients get a null reply via the wakeups
         return OK
     if sub == b"sleep" and argc == 3:
-        try:
-            seconds = float(args[2])
-        except ValueError:
+        # A plain decimal only: no nan, inf, hex or underscores; 1e400 overflows to inf.
+        seconds = float(args[2]) if _DECIMAL_RE.fullmatch(args[2]) else math.nan
+        if not math.isfinite(seconds):
             return error("ERR value is not a valid float")
+        if not 0 <= seconds <= DEBUG_SLEEP_MAX_S:
+            return error(f"ERR DEBUG SLEEP seconds must be between 0 and {DEBUG_SLEEP_MAX_S}")
         # Blocks the whole node on purpose: that is what tests use it for.
-        time.sleep(max(seconds, 0.0))
+        time.sleep(seconds)
         return OK
     if sub == b"error" and argc == 3:
         return error(args[2].decode(errors="replace"))
@@ -185,6 +248,19 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if sub == b"jobs" and argc == 2:
         # [registered jobs, registered queues]: lets tests check nothing leaked.
         return encode([len(server.core.jobs), len(server.core.queues)])
+    if sub == b"resources" and argc == 2:
+        # What leak tests count: [entries in every queue's waiter list, blocked clients,
+        # timer call entries (cancelled ones included), queues, jobs].
+        core = server.core
+        return encode(
+            [
+                sum(len(queue.waiters) for queue in core.queues.values()),
+                core.blocked_clients,
+                core.timers.call_entries(),
+                len(core.queues),
+                len(core.jobs),
+            ]
+        )
     return error(
         "ERR Unknown DEBUG subcommand or wrong number of arguments for "
         f"'{args[1].decode(errors='replace')}'"
@@ -237,11 +313,11 @@ _FLAG_NAMES = {
 }
 
 
-def _command_info(cmd: object) -> list[object]:
-    flags = [_FLAG_NAMES[flag] for flag in cmd.flags if flag in _FLAG_NAMES]  # type: ignore[attr-defined]
+def _command_info(cmd: Command) -> list[object]:
+    flags = [_FLAG_NAMES[flag] for flag in cmd.flags if flag in _FLAG_NAMES]
     # The 7th element (ACL categories, none here) is Redis 6's; redis-py 8's RESP3 parser
     # of COMMAND reads it.
-    return [cmd.name, cmd.arity, [Status(flag) for flag in flags], 0, 0, 0, []]  # type: ignore[attr-defined]
+    return [cmd.name, cmd.arity, [Status(flag) for flag in flags], 0, 0, 0, []]
 
 
 def bgrewriteaof(server: Server, conn: Connection, args: list[bytes]) -> bytes:

@@ -13,6 +13,7 @@ one line each, in place.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.protocol.resp import split_args
+
+log = logging.getLogger("conveyor.node")
 
 
 class ConfigError(Exception):
@@ -39,6 +42,10 @@ _MEMORY_UNITS = {
 }
 _MEMORY_RE = re.compile(r"^([0-9]+)([a-z]*)$")
 _DIGITS_RE = re.compile(r"^[0-9]+$")
+_INT_RE = re.compile(r"-?[0-9]+")  # fullmatch: no sign "+", spaces, "_" or "\n"
+# Linux refuses a TCP_KEEPIDLE above this (EINVAL), so a larger tcp-keepalive would break
+# every new connection.
+TCP_KEEPALIVE_MAX = 32767
 
 
 def parse_memory(text: str) -> int:
@@ -76,6 +83,10 @@ def parse_save_points(words: list[str]) -> list[tuple[int, int]]:
     return list(zip(numbers[::2], numbers[1::2], strict=True))
 
 
+class RangeError(ValueError):
+    """A number that parsed but is out of the directive's range; str() says the range."""
+
+
 def parse_bool(text: str) -> bool:
     lowered = text.lower()
     if lowered == "yes":
@@ -107,6 +118,8 @@ class Directive:
             raise ValueError("wrong number of arguments")
         text = args[0]
         if self.kind == "int":
+            if not _INT_RE.fullmatch(text):
+                raise ValueError(text)
             value = int(text)
         elif self.kind == "memory":
             value = parse_memory(text)
@@ -119,10 +132,16 @@ class Directive:
             return lowered
         else:
             return text
-        if self.minimum is not None and value < self.minimum:
-            raise ValueError(text)
-        if self.maximum is not None and value > self.maximum:
-            raise ValueError(text)
+        too_small = self.minimum is not None and value < self.minimum
+        too_big = self.maximum is not None and value > self.maximum
+        if too_small or too_big:
+            if self.maximum is None:
+                raise RangeError(f"argument must be at least {self.minimum}")
+            if self.minimum is None:
+                raise RangeError(f"argument must be at most {self.maximum}")
+            raise RangeError(
+                f"argument must be between {self.minimum} and {self.maximum} inclusive"
+            )
         return value
 
     def format(self, value: Any) -> str:
@@ -136,6 +155,7 @@ def _d(name: str, kind: str, default: Any, settable: bool = False, **extra: Any)
 
 
 _LOGLEVELS = ("debug", "verbose", "notice", "warning")
+PROTECTED_ACTION_CHOICES = ("no", "local", "yes")
 DIRECTIVES: dict[str, Directive] = {
     d.name: d
     for d in (
@@ -143,7 +163,7 @@ DIRECTIVES: dict[str, Directive] = {
         _d("bind", "string", "127.0.0.1", multi=True),
         _d("dir", "string", ".", True),
         _d("timeout", "int", 0, True, minimum=0),
-        _d("tcp-keepalive", "int", 0, True, minimum=0),
+        _d("tcp-keepalive", "int", 0, True, minimum=0, maximum=TCP_KEEPALIVE_MAX),
         _d("tcp-backlog", "int", 511, minimum=0),
         _d("unixsocket", "string", ""),
         _d("unixsocketperm", "int", 0),
@@ -177,7 +197,17 @@ DIRECTIVES: dict[str, Directive] = {
         _d("slowlog-log-slower-than", "int", 10000, True),
         _d("slowlog-max-len", "int", 128, True, minimum=0),
         _d("latency-monitor-threshold", "int", 0, True, minimum=0),
-        _d("client-output-buffer-limit", "buffer-limits", "normal 0 0 0", True, multi=True),
+        # Enforced for normal clients (server.py); Conveyor's default is not Redis' 0 0 0
+        # (docs/configuration.md says why).
+        _d(
+            "client-output-buffer-limit",
+            "buffer-limits",
+            "normal 268435456 67108864 60",
+            True,
+            multi=True,
+        ),
+        # Largest unfinished request one client may hold, as Redis (minimum 1mb).
+        _d("client-query-buffer-limit", "memory", 1024**3, True, minimum=1024**2),
         # RDB snapshots: Disque has none, nor has Conveyor. Accepted so Redis tools that
         # read it (redis-benchmark asks CONFIG GET save) get Redis' "saving is off" answer.
         _d("save", "save", "", True, multi=True),
@@ -188,8 +218,27 @@ DIRECTIVES: dict[str, Directive] = {
         _d("proto-max-bulk-len", "memory", 512 * 1024**2, True, minimum=1024),
         # Directory of the job-event log, relative to `dir`; "" = off (event_log.py).
         _d("event-log", "string", "", True),
+        # Redis 7's guards (docs/security.md): who may run DEBUG, and CONFIG SET the
+        # protected (path) directives. Only from the file or the command line.
+        _d("enable-debug-command", "enum", "local", choices=PROTECTED_ACTION_CHOICES),
+        _d("enable-protected-configs", "enum", "local", choices=PROTECTED_ACTION_CHOICES),
     )
 }
+
+# Directives naming files or directories: Redis 7's PROTECTED_CONFIG ones. CONFIG SET of
+# those that are settable needs `enable-protected-configs` (cmd_admin.py); a NUL byte,
+# which no path may hold, is refused for all of them.
+PATH_DIRECTIVES = frozenset(
+    (
+        "dir",
+        "event-log",
+        "logfile",
+        "pidfile",
+        "unixsocket",
+        "cluster-config-file",
+        "appendfilename",
+    )
+)
 
 _SETTABLE_ERROR = "Unsupported CONFIG parameter: {name}"
 
@@ -207,7 +256,7 @@ class Config:
     # client-output-buffer-limit per class ("replica" is "slave"), each as its words were
     # given (`pubsub 32mb 8mb 60`), so a rewrite leaves an unchanged line as it was.
     buffer_limits: dict[str, list[str]] = field(
-        default_factory=lambda: {"normal": ["normal", "0", "0", "0"]}
+        default_factory=lambda: {"normal": ["normal", "256mb", "64mb", "60"]}
     )
     # Called with the directive name after a successful CONFIG SET; raising ConfigError
     # undoes the change and becomes CONFIG SET's error.
@@ -242,8 +291,14 @@ class Config:
             )
         try:
             parsed = directive.parse(args)
+        except RangeError as exc:
+            raise ConfigError(
+                f"Invalid argument for '{name}': {shown(' '.join(args))} ({exc})"
+            ) from None
         except ValueError:
-            raise ConfigError(f"Invalid argument for '{name}': {' '.join(args)}") from None
+            raise ConfigError(f"Invalid argument for '{name}': {shown(' '.join(args))}") from None
+        if name in PATH_DIRECTIVES and "\x00" in parsed:
+            raise ConfigError(f"Invalid argument for '{name}': a path cannot contain a NUL byte")
         if directive.kind == "buffer-limits":
             self._set_buffer_limits(parsed)
         elif directive.kind == "save":
@@ -258,18 +313,23 @@ class Config:
     def load_file(self, path: Path, include: bool = False) -> None:
         if not include:
             self.file = path
-        text = path.read_text()
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
+        # Lines end at "\n" only, as in Redis: a vertical tab or form feed inside a line
+        # (str.splitlines() would split there) can't start a directive of its own.
+        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+            line = raw.strip(b" \t\r\n")
+            if not line or line.startswith(b"#"):
                 continue
-            words = split_args(line.encode())
+            text = line.decode(errors="replace")
+            words = split_args(line)
             if words is None:
-                raise ConfigError(f"{path}:{number}: unbalanced quotes in '{line}'")
+                raise ConfigError(f"{path}:{number}: unbalanced quotes in '{shown(text)}'")
             try:
-                self.apply(words[0].decode(), [w.decode() for w in words[1:]])
+                self.apply(
+                    words[0].decode(errors="replace"),
+                    [w.decode(errors="replace") for w in words[1:]],
+                )
             except ConfigError as exc:
-                raise ConfigError(f"{path}:{number}: '{line}': {exc}") from None
+                raise ConfigError(f"{path}:{number}: '{shown(text)}': {exc}") from None
 
     def apply_overrides(self, words: list[str]) -> None:
         """`--port 7712 --bind 127.0.0.1 ...`: each --name takes the words up to the next."""
@@ -298,16 +358,24 @@ class Config:
         ]
 
     def set(self, name: str, value: str) -> None:
+        """CONFIG SET: parse, store, let the node apply it (`on_change`). Any failure
+        leaves every value as it was and raises ConfigError with a message fit for a
+        client: no Python exception text."""
         name = name.lower()
         directive = DIRECTIVES.get(name)
         if directive is None or not directive.settable:
-            raise ConfigError(_SETTABLE_ERROR.format(name=name))
+            raise ConfigError(_SETTABLE_ERROR.format(name=shown(name)))
+        invalid = f"Invalid argument '{shown(value)}' for CONFIG SET '{name}'"
         try:
             parsed = directive.parse(value.split() if directive.multi else [value])
+        except RangeError as exc:
+            raise ConfigError(f"{invalid}: {exc}") from None
         except ValueError:
-            raise ConfigError(f"Invalid argument '{value}' for CONFIG SET '{name}'") from None
+            raise ConfigError(invalid) from None
+        if name in PATH_DIRECTIVES and "\x00" in value:
+            raise ConfigError(f"{invalid}: a path cannot contain a NUL byte")
         if name == "dir" and not os.path.isdir(parsed):
-            raise ConfigError(f"Invalid argument '{value}' for CONFIG SET '{name}'")
+            raise ConfigError(invalid)
         previous = self.values[name]
         previous_limits = dict(self.buffer_limits)
         if directive.kind == "buffer-limits":
@@ -319,15 +387,26 @@ class Config:
         if self.on_change is not None:
             try:
                 self.on_change(name)
-            except ConfigError as exc:
-                # The node could not apply it (e.g. an event-log directory it can't use).
+            except Exception as exc:
+                # The node could not apply it (e.g. an event-log directory it can't use):
+                # undo, so CONFIG GET keeps telling the running state.
                 self.values[name] = previous
                 self.buffer_limits = previous_limits
+                if isinstance(exc, ConfigError):
+                    raise ConfigError(f"{invalid}: {exc}") from None
+                # A bug, not the value: the client gets Redis' wording, the log the rest.
+                log.exception("CONFIG SET %s failed", name)
                 raise ConfigError(
-                    f"Invalid argument '{value}' for CONFIG SET '{name}': {exc}"
+                    f"CONFIG SET failed (possibly related to argument '{name}') - "
+                    "the node could not apply it (see the node's log)"
                 ) from None
         if name not in self.explicit:
             self.explicit.append(name)
+
+    def output_buffer_limit(self, client_class: str) -> tuple[int, int, int]:
+        """client-output-buffer-limit of a class: (hard bytes, soft bytes, soft seconds)."""
+        words = self.buffer_limits.get(_LIMIT_CLASSES[client_class], [client_class, "0", "0", "0"])
+        return parse_memory(words[1]), parse_memory(words[2]), int(words[3])
 
     def _set_buffer_limits(self, groups: list[list[str]]) -> None:
         for group in groups:
@@ -342,14 +421,17 @@ class Config:
         directive = DIRECTIVES[name]
         value = self.values[name]
         if directive.kind == "buffer-limits":
-            return [(key, f"{name} {' '.join(words)}") for key, words in self.buffer_limits.items()]
+            return [
+                (key, f"{name} {' '.join(quote(word) for word in words)}")
+                for key, words in self.buffer_limits.items()
+            ]
         if directive.kind == "save":
             words = value.split()
             pairs = [f"{name} {a} {b}" for a, b in zip(words[::2], words[1::2], strict=True)]
             return [(None, line) for line in pairs] or [(None, f'{name} ""')]
-        if directive.multi:
-            return [(None, f"{name} {value}")]
-        return [(None, f"{name} {self._quote(directive.format(value))}")]
+        if directive.multi:  # the words given, joined by single spaces
+            return [(None, f"{name} {' '.join(quote(word) for word in value.split(' '))}")]
+        return [(None, f"{name} {quote(directive.format(value))}")]
 
     def rewrite(self) -> None:
         """Write current values into the config file, keeping its other lines in place.
@@ -360,15 +442,26 @@ class Config:
         if self.file is None:
             raise ConfigError("The server is running without a config file")
         try:
-            lines = self.file.read_text().splitlines() if self.file.exists() else []
+            # Split as load_file does; other lines are written back byte for byte.
+            text = (
+                self.file.read_bytes().decode(errors="surrogateescape")
+                if self.file.exists()
+                else ""
+            )
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror}") from None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the file's last newline
         wanted = {name: self._lines_for(name) for name in self.explicit if name in DIRECTIVES}
         written: set[tuple[str, int]] = set()
         output: list[str] = []
         for line in lines:
-            words = split_args(line.strip().encode()) if not line.lstrip().startswith("#") else []
-            name = words[0].decode().lower() if words else ""
+            stripped = line.strip(" \t\r\n")
+            words: list[bytes] = []
+            if not stripped.startswith("#"):
+                words = split_args(stripped.encode(errors="surrogateescape")) or []
+            name = words[0].decode(errors="replace").lower() if words else ""
             entries = wanted.get(name)
             if entries is None:
                 output.append(line)
@@ -393,13 +486,42 @@ class Config:
             output.extend(missing)
         tmp = self.file.with_name(self.file.name + ".tmp")
         try:
-            tmp.write_text("\n".join(output) + "\n")
+            tmp.write_bytes(("\n".join(output) + "\n").encode(errors="surrogateescape"))
             os.replace(tmp, self.file)
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror}") from None
 
-    @staticmethod
-    def _quote(value: str) -> str:
-        if value == "" or any(ch in value for ch in " \t\"'\\"):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return value
+
+# A word written as is: printable ASCII without quotes, backslash or space.
+_PLAIN_RE = re.compile(r"[!#-&(-\[\]-~]+")
+_REPR_ESCAPES = {
+    ord("\\"): "\\\\",
+    ord('"'): '\\"',
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord("\a"): "\\a",
+    ord("\b"): "\\b",
+}
+
+
+def escape(value: str) -> str:
+    """Redis' sdscatrepr without the quotes: printable ASCII as is, `\\` and `"`
+    escaped, `\\n \\r \\t \\a \\b`, every other byte of the UTF-8 form as `\\xhh`."""
+    return "".join(
+        _REPR_ESCAPES.get(byte) or (chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}")
+        for byte in value.encode(errors="surrogateescape")
+    )
+
+
+def quote(value: str) -> str:
+    """A config-file word that `split_args` (load_file) reads back as exactly `value`:
+    as is when plain, else double-quoted and escaped, so no newline, vertical tab or
+    other separator of lines or words is ever written raw."""
+    return value if _PLAIN_RE.fullmatch(value) else f'"{escape(value)}"'
+
+
+def shown(value: str, limit: int = 128) -> str:
+    """A value for an error message or the log: escaped as in `quote`, cut at `limit`."""
+    text = escape(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -3,11 +3,19 @@
 A `Connection` parses its bytes, runs each request and writes all replies of one read in
 a single `write`, so pipelined clients cost one syscall per batch. While its GETJOB is
 blocked, later requests wait in `pending` and run in order once it is answered.
+
+Client buffers are bounded and counted (server.py keeps the totals): the output the
+client has not read yet (`obuf`, tracked only while the transport holds more than its
+high-water mark, i.e. between `pause_writing` and `resume_writing`, so a client that
+reads its replies costs one attribute test per write) and the bytes of requests it has
+not finished sending or that wait behind a blocked GETJOB (`qbuf`, looked at once per
+read).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections import deque
@@ -19,14 +27,48 @@ from conveyor.protocol.resp import ProtocolError, RequestParser, error
 if TYPE_CHECKING:
     from conveyor.node.server import Server
 
+log = logging.getLogger("conveyor.node")
+
+# Linux refuses TCP_KEEPIDLE / TCP_KEEPINTVL above this (MAX_TCP_KEEPIDLE, net/tcp.h).
+MAX_TCP_KEEPIDLE = 32767
+# Probes before the connection is dropped, as Redis' anetKeepAlive.
+TCP_KEEPCNT = 3
+_keepalive_warned: set[int] = set()  # tcp-keepalive values already logged as refused
+# Replies of one read are written together, or as soon as they pass this size.
+FLUSH_BYTES = 1 << 20
+# Per-request overhead of a multi-bulk request, counted for requests held in `pending`.
+_PENDING_OVERHEAD = 16
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def set_keepalive(sock: socket.socket, seconds: int) -> None:
+    """TCP keepalive as Redis' anetKeepAlive: first probe after `seconds` idle (capped at
+    what Linux accepts), then every seconds/3, dropped after 3 unanswered probes.
+
+    Never raises: a socket option the kernel refuses costs the keepalive, not the
+    connection (logged once per value)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        idle = min(seconds, MAX_TCP_KEEPIDLE)
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+        if hasattr(socket, "TCP_KEEPINTVL"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(idle // 3, 1))
+        if hasattr(socket, "TCP_KEEPCNT"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, TCP_KEEPCNT)
+    except (OSError, OverflowError, TypeError, ValueError) as exc:
+        if seconds not in _keepalive_warned:
+            _keepalive_warned.add(seconds)
+            log.warning("Unable to set TCP keepalive (tcp-keepalive %d): %s", seconds, exc)
+
+
 class Connection(asyncio.Protocol):
     __slots__ = (
         "addr",
+        "auth_failures",
         "authenticated",
         "closed",
         "created_ms",
@@ -36,9 +78,15 @@ class Connection(asyncio.Protocol):
         "lib_name",
         "lib_ver",
         "name",
+        "obuf",
+        "obuf_soft_since_ms",
+        "output_backlogged",
         "parser",
+        "partial_bytes",
         "pending",
+        "pending_bytes",
         "protocol",
+        "qbuf",
         "server",
         "transport",
         "waiter",
@@ -46,12 +94,17 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.parser = RequestParser(server.config["proto-max-bulk-len"])
-        self.transport: asyncio.Transport | None = None
         self.authenticated = not server.config["requirepass"]
+        # Until the client authenticates, Redis 7's tighter request limits apply.
+        self.parser = RequestParser(
+            server.config["proto-max-bulk-len"], authenticated=self.authenticated
+        )
+        self.auth_failures = 0  # failed AUTH / HELLO AUTH (cut off at a limit)
+        self.transport: asyncio.Transport | None = None
         self.waiter: Waiter | None = None  # set while blocked in GETJOB
         # Requests pipelined behind a blocked GETJOB, run in order once it is answered.
         self.pending: deque[list[bytes]] = deque()
+        self.pending_bytes = 0  # their size, part of qbuf
         self.closed = False
         self.id = 0
         self.name = b""
@@ -62,24 +115,35 @@ class Connection(asyncio.Protocol):
         self.lib_ver = b""
         self.created_ms = now_ms()
         self.last_io_ms = self.created_ms
+        # Buffers, as counted in the server's totals (see the module docstring).
+        self.partial_bytes = 0  # the request the client has not finished sending
+        self.qbuf = 0  # partial_bytes + pending_bytes, as counted in the server's total
+        self.obuf = 0  # unsent output, counted while output_backlogged
+        self.output_backlogged = False  # between pause_writing and resume_writing
+        self.obuf_soft_since_ms = 0  # when obuf went over the soft limit (0: it is not)
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername")
-        local = transport.get_extra_info("sockname")
-        if isinstance(peer, tuple):
-            self.addr = f"{peer[0]}:{peer[1]}"
-            if isinstance(local, tuple):
-                self.laddr = f"{local[0]}:{local[1]}"
-        else:  # a Unix socket, named as Redis does in CLIENT LIST
-            self.addr = self.laddr = f"{self.server.config['unixsocket']}:0"
-        keepalive_s = self.server.config["tcp-keepalive"]
-        sock = transport.get_extra_info("socket")
-        if keepalive_s and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            if hasattr(socket, "TCP_KEEPIDLE"):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, keepalive_s)
+        try:
+            peer = transport.get_extra_info("peername")
+            local = transport.get_extra_info("sockname")
+            if isinstance(peer, tuple):
+                self.addr = f"{peer[0]}:{peer[1]}"
+                if isinstance(local, tuple):
+                    self.laddr = f"{local[0]}:{local[1]}"
+            else:  # a Unix socket, named as Redis does in CLIENT LIST
+                self.addr = self.laddr = f"{self.server.config['unixsocket']}:0"
+            keepalive_s = self.server.config["tcp-keepalive"]
+            sock = transport.get_extra_info("socket")
+            if (
+                keepalive_s
+                and sock is not None
+                and sock.family in (socket.AF_INET, socket.AF_INET6)
+            ):
+                set_keepalive(sock, keepalive_s)
+        except OSError as exc:  # e.g. the peer is already gone: the connection still counts
+            log.debug("connection set-up: %s", exc)
         self.server.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -87,19 +151,39 @@ class Connection(asyncio.Protocol):
         self.server.client_disconnected(self)
         self.transport = None  # break the protocol <-> transport cycle (see gc_policy)
 
+    def pause_writing(self) -> None:
+        # The transport holds more unsent output than its high-water mark: count it.
+        self.output_backlogged = True
+
+    def resume_writing(self) -> None:
+        self.output_backlogged = False
+        if self.obuf:
+            self.server.output_drained(self)
+
     def data_received(self, data: bytes) -> None:
         server = self.server
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
         out: list[bytes] = []
+        out_bytes = 0
+        parser = self.parser
         try:
-            for request in self.parser.feed(data):
+            for request in parser.feed(data):
                 if self.waiter is not None or self.pending:
-                    self.pending.append(request)
+                    self.hold(request)
+                    if self.closed:
+                        break
                     continue
                 reply = server.execute(self, request)
                 if reply is not None:
                     out.append(reply)
+                    out_bytes += len(reply)
+                    if out_bytes > FLUSH_BYTES:
+                        # Big replies: out now, where the output-buffer limit sees them,
+                        # so one read of pipelined requests can't pile up without bound.
+                        self.write(b"".join(out))
+                        out.clear()
+                        out_bytes = 0
                 if self.closed:
                     break
         except ProtocolError as exc:
@@ -109,16 +193,37 @@ class Connection(asyncio.Protocol):
         else:
             if out:
                 self.write(b"".join(out))
+            # Once per read: does the parser hold the start of a request?
+            partial = parser.buffered_bytes()
+            if partial != self.partial_bytes:
+                self.partial_bytes = partial
+                server.query_buffer_changed(self)
         # Even after a protocol error: the requests before it may have woken others.
         server.after_io()
 
+    def hold(self, request: list[bytes]) -> None:
+        """Keep a request pipelined behind a blocked GETJOB; its bytes count as qbuf."""
+        self.pending.append(request)
+        size = _PENDING_OVERHEAD * len(request)
+        for arg in request:
+            size += len(arg)
+        self.pending_bytes += size
+        self.server.query_buffer_changed(self)
+
     # -- helpers ---------------------------------------------------------------------------
+    def set_authenticated(self, authenticated: bool) -> None:
+        self.authenticated = authenticated
+        self.parser.authenticated = authenticated
+
     def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
             # A reply is activity too: a consumer just served after a long GETJOB is not idle.
             self.last_io_ms = self.server.now
             self.server.stats.net_output_bytes += len(data)
-            self.transport.write(data)
+            transport.write(data)
+            if self.output_backlogged:
+                self.server.output_grew(self)
 
     def close(self) -> None:
         """Close after the replies already written have been sent."""
@@ -126,12 +231,27 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        """Close at once, dropping unsent output (a client over a buffer limit)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
     def resume_after_block(self) -> None:
         """The blocked GETJOB was answered: run what was pipelined behind it."""
         out: list[bytes] = []
-        while self.pending and self.waiter is None and not self.closed:
-            reply = self.server.execute(self, self.pending.popleft())
+        pending = self.pending
+        while pending and self.waiter is None and not self.closed:
+            request = pending.popleft()
+            size = _PENDING_OVERHEAD * len(request)
+            for arg in request:
+                size += len(arg)
+            self.pending_bytes -= size
+            reply = self.server.execute(self, request)
             if reply is not None:
                 out.append(reply)
+        if not pending:
+            self.pending_bytes = 0
+        self.server.query_buffer_changed(self)
         if out:
             self.write(b"".join(out))

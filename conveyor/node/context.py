@@ -27,6 +27,7 @@ class ClientContext(Protocol):
     addr: str
     laddr: str
     authenticated: bool
+    auth_failures: int
     protocol: int  # 2 or 3: the RESP version this client asked for with HELLO
     lib_name: bytes
     lib_ver: bytes
@@ -36,6 +37,8 @@ class ClientContext(Protocol):
     closed: bool
 
     def write(self, data: bytes) -> None: ...
+
+    def set_authenticated(self, authenticated: bool) -> None: ...
 
     def close(self) -> None: ...
 
@@ -63,6 +66,10 @@ class NodeContext(Protocol):
     def reset_node_id(self) -> None: ...
 
     def used_memory(self) -> int: ...
+
+    def client_buffer_bytes(self) -> int: ...
+
+    def client_buffer_peaks(self) -> tuple[int, int]: ...
 
     @property
     def peak_memory(self) -> int: ...

@@ -52,10 +52,14 @@ def _server(server: Server) -> dict[str, object]:
 
 
 def _clients(server: Server) -> dict[str, object]:
+    biggest_in, biggest_out = server.client_buffer_peaks()
     return {
         "connected_clients": len(server.clients),
         "client_longest_output_list": 0,
-        "client_biggest_input_buf": 0,
+        "client_biggest_input_buf": biggest_in,
+        # Redis 7's names; the largest buffers now (Redis: over the last few seconds).
+        "client_recent_max_input_buffer": biggest_in,
+        "client_recent_max_output_buffer": biggest_out,
         "blocked_clients": server.core.blocked_clients,
     }
 
@@ -73,6 +77,9 @@ def _memory(server: Server) -> dict[str, object]:
         "used_memory_peak": server.peak_memory,
         "used_memory_peak_human": _human(server.peak_memory),
         "used_memory_jobs": server.core.memory_estimate(),
+        # Clients' unfinished requests and unsent replies (part of used_memory).
+        "used_memory_clients": server.core.client_bytes,
+        "mem_clients_normal": server.core.client_bytes,
         "maxmemory": maxmemory,
         "maxmemory_human": _human(maxmemory),
         "maxmemory_policy": server.config["maxmemory-policy"],
@@ -148,6 +155,15 @@ def _stats(server: Server) -> dict[str, object]:
         "instantaneous_input_kbps": f"{in_kbps:.2f}",
         "instantaneous_output_kbps": f"{out_kbps:.2f}",
         "rejected_connections": stats.rejected_connections,
+        # Clients closed for going over their query / output buffer limit.
+        "client_query_buffer_limit_disconnections": (
+            stats.client_query_buffer_limit_disconnections
+        ),
+        "client_output_buffer_limit_disconnections": (
+            stats.client_output_buffer_limit_disconnections
+        ),
+        # Failed AUTH and HELLO ... AUTH attempts (Redis 7's name; docs/security.md).
+        "acl_access_denied_auth": stats.acl_access_denied_auth,
         "latest_fork_usec": 0,
     }
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -13,6 +16,10 @@ class Stats:
     unknown_commands: int = 0
     net_input_bytes: int = 0
     net_output_bytes: int = 0
+    # Clients closed for going over client-output-buffer-limit / client-query-buffer-limit.
+    client_output_buffer_limit_disconnections: int = 0
+    client_query_buffer_limit_disconnections: int = 0
+    acl_access_denied_auth: int = 0  # failed AUTH and HELLO ... AUTH, as Redis 7 names it
     # Last sample for the instantaneous rates, taken when INFO asks (no cron needed).
     sample_ms: int = 0
     sample_commands: int = 0
@@ -31,3 +38,19 @@ def rss_bytes() -> int:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
         return 0
+
+
+_malloc_trim: Callable[[int], int] | bool | None = False  # False: not looked up yet
+
+
+def release_free_memory() -> None:
+    """Give the allocator's free pages back to the OS (glibc's malloc_trim), so RSS falls
+    after a client with big buffers is gone. A no-op where there is no glibc."""
+    global _malloc_trim
+    if _malloc_trim is False:
+        try:
+            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = None
+    if _malloc_trim:
+        _malloc_trim(0)  # type: ignore[operator]

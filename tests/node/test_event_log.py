@@ -448,7 +448,11 @@ def test_bad_arguments_stop_the_node_at_startup(tmp_path: Path) -> None:
 
 def test_config_set_switches_and_disables(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
-    with running_node(tmp_path / "n", "--event-log", str(first)) as node:
+    # Absolute paths outside the data directory: CONFIG SET needs protected configs
+    # enabled for those (docs/security.md).
+    with running_node(
+        tmp_path / "n", "--event-log", str(first), "--enable-protected-configs", "yes"
+    ) as node:
         r = strict_client(node)
         one = r.execute_command("ADDJOB", "q", "1", "0")
         assert r.execute_command("CONFIG", "SET", "event-log", str(second)) == b"OK"

@@ -132,7 +132,7 @@ def test_config_set_rejects_bad_client_output_buffer_limits(value: str) -> None:
     with pytest.raises(ConfigError, match="Invalid argument"):
         config.set("client-output-buffer-limit", value)
     assert config.get("client-output-buffer-limit") == [
-        ("client-output-buffer-limit", "normal 0 0 0")
+        ("client-output-buffer-limit", "normal 268435456 67108864 60")
     ]
 
 
