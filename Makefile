@@ -38,8 +38,8 @@ run: sysdeps $(STAMP)
 test: sysdeps $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest -q -p no:cacheprovider
 	$(PY) -m fuzz.run --seconds $(FUZZ_TEST_SECONDS) --ci
+	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 # Coverage-guided fuzzing (atheris) of the RESP parser and the command parsers, SECONDS per
 # target; prints executions, corpus size, coverage, crashes and hangs (docs/fuzzing.md).

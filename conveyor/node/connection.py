@@ -19,6 +19,7 @@ import logging
 import socket
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
@@ -35,7 +36,9 @@ MAX_TCP_KEEPIDLE = 32767
 TCP_KEEPCNT = 3
 _keepalive_warned: set[int] = set()  # tcp-keepalive values already logged as refused
 # Replies of one read are written together, or as soon as they pass this size.
-FLUSH_BYTES = 1 << 20
+# One turn of a client's pipelined requests (see Connection._run).
+TURN_REQUESTS = 1000
+TURN_REPLY_BYTES = 1 << 20
 # Per-request overhead of a multi-bulk request, counted for requests held in `pending`.
 _PENDING_OVERHEAD = 16
 
@@ -78,6 +81,7 @@ class Connection(asyncio.Protocol):
         "lib_name",
         "lib_ver",
         "name",
+        "next_turn",
         "obuf",
         "obuf_soft_since_ms",
         "output_backlogged",
@@ -106,6 +110,7 @@ class Connection(asyncio.Protocol):
         self.pending: deque[list[bytes]] = deque()
         self.pending_bytes = 0  # their size, part of qbuf
         self.closed = False
+        self.next_turn: Iterator[list[bytes]] | None = None  # the rest of a read, see _run
         self.id = 0
         self.name = b""
         self.addr = ""
@@ -164,11 +169,19 @@ class Connection(asyncio.Protocol):
         server = self.server
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
+        self._run(self.parser.feed(data))
+
+    def _run(self, requests: Iterator[list[bytes]]) -> None:
+        """Run the requests of one read, at most one turn's worth (TURN_REQUESTS, or
+        TURN_REPLY_BYTES of replies) at a time: a client pipelining thousands of costly
+        requests in one read yields to the others between turns instead of stalling
+        them, and meets its output-buffer limit a turn at a time."""
+        server = self.server
         out: list[bytes] = []
         out_bytes = 0
-        parser = self.parser
+        budget = TURN_REQUESTS
         try:
-            for request in parser.feed(data):
+            for request in requests:
                 if self.waiter is not None or self.pending:
                     self.hold(request)
                     if self.closed:
@@ -178,14 +191,16 @@ class Connection(asyncio.Protocol):
                 if reply is not None:
                     out.append(reply)
                     out_bytes += len(reply)
-                    if out_bytes > FLUSH_BYTES:
-                        # Big replies: out now, where the output-buffer limit sees them,
-                        # so one read of pipelined requests can't pile up without bound.
-                        self.write(b"".join(out))
-                        out.clear()
-                        out_bytes = 0
                 if self.closed:
                     break
+                budget -= 1
+                if budget <= 0 or out_bytes > TURN_REPLY_BYTES:
+                    # The rest of this read runs on a later turn of the event loop; no
+                    # new bytes are read before it has (the parser is mid-stream).
+                    self.write(b"".join(out))
+                    self._yield_turn(requests)
+                    server.after_io()
+                    return
         except ProtocolError as exc:
             out.append(error(f"ERR {exc}"))
             self.write(b"".join(out))
@@ -194,12 +209,33 @@ class Connection(asyncio.Protocol):
             if out:
                 self.write(b"".join(out))
             # Once per read: does the parser hold the start of a request?
-            partial = parser.buffered_bytes()
+            partial = self.parser.buffered_bytes()
             if partial != self.partial_bytes:
                 self.partial_bytes = partial
                 server.query_buffer_changed(self)
         # Even after a protocol error: the requests before it may have woken others.
         server.after_io()
+
+    def _yield_turn(self, requests: Iterator[list[bytes]]) -> None:
+        transport = self.transport
+        if transport is None or self.closed or transport.is_closing():
+            return
+        if transport.is_reading():
+            transport.pause_reading()
+        self.next_turn = requests
+        asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        requests = self.next_turn
+        self.next_turn = None
+        transport = self.transport
+        if requests is None or transport is None or self.closed:
+            return
+        self.server.now = now_ms()
+        self._run(requests)
+        # Reading resumes after the read's last turn (a new turn set next_turn again).
+        if self.next_turn is None and not self.closed and not transport.is_closing():
+            transport.resume_reading()
 
     def hold(self, request: list[bytes]) -> None:
         """Keep a request pipelined behind a blocked GETJOB; its bytes count as qbuf."""
