@@ -48,6 +48,7 @@ QUERY_TOTAL_PERCENT = 25
 # After a client holding this much buffer leaves, free pages go back to the OS (at most
 # once per TRIM_DELAY_S).
 TRIM_AFTER_BYTES = 1 << 20
+TRIM_AFTER_DISCONNECTS = 256
 TRIM_DELAY_S = 0.5
 
 
@@ -85,6 +86,7 @@ class Server:
         self._output_backlog: dict[int, Connection] = {}  # output over the high-water mark
         self._output_timer: asyncio.TimerHandle | None = None
         self._trim_timer: asyncio.TimerHandle | None = None
+        self._disconnects = 0  # since the last trim they asked for
         self.output_limits = (0, 0, 0)  # normal class: hard bytes, soft bytes, soft ms
         self.query_limit = 0  # client-query-buffer-limit
         self.query_total_limit = 0  # all clients' query buffers together
@@ -298,6 +300,12 @@ class Server:
 
     def client_disconnected(self, conn: Connection) -> None:
         self.clients.pop(conn.id, None)
+        self._disconnects += 1
+        if self._disconnects >= TRIM_AFTER_DISCONNECTS:
+            # A burst of connections gone (thousands of idle ones): their objects and
+            # buffers are freed, so hand the pages back as after one big client.
+            self._disconnects = 0
+            self._schedule_trim()
         if conn.qbuf or conn.obuf:
             big = conn.qbuf + conn.obuf >= TRIM_AFTER_BYTES
             self.client_query_bytes -= conn.qbuf
@@ -306,9 +314,9 @@ class Server:
             self._query_holders.pop(conn.id, None)
             self._output_backlog.pop(conn.id, None)
             self.core.set_client_memory(self.client_query_bytes + self.client_output_bytes)
-            if big and self._trim_timer is None and self.loop is not None:
+            if big:
                 # Its buffers are freed once the transport goes: then hand the pages back.
-                self._trim_timer = self.loop.call_later(TRIM_DELAY_S, self._release_memory)
+                self._schedule_trim()
         if conn.waiter is not None:
             self.core.unblock(conn.waiter, self.now)
             conn.waiter = None
@@ -481,6 +489,10 @@ class Server:
             if transport is None or transport.is_closing():
                 continue
             self._set_output_size(conn, transport.get_write_buffer_size())
+
+    def _schedule_trim(self) -> None:
+        if self._trim_timer is None and self.loop is not None:
+            self._trim_timer = self.loop.call_later(TRIM_DELAY_S, self._release_memory)
 
     def _release_memory(self) -> None:
         self._trim_timer = None
