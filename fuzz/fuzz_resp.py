@@ -31,6 +31,7 @@ from typing import Any
 
 import atheris
 
+from conveyor.protocol.resp import error as error_reply
 from fuzz.harness import Guard, Violation, main_args, no_known_issues
 from fuzz.resp_check import Malformed, check_reply
 
@@ -47,7 +48,7 @@ STALL_S_PER_BYTE = 30e-6 * _SCALE
 FILL_UNIT = 8 * 1024  # the filler grows the stream by 8..96 KiB
 FILL_UNITS = 12  # more: a stream of tiny requests nears libFuzzer's 5 s timeout
 
-resp: Any = None  # conveyor.protocol.resp, imported by load()
+resp: Any = None  # conveyor.protocol.requests, imported by load()
 _parser_kwargs: dict[str, int] = {}
 
 
@@ -58,9 +59,9 @@ def load(instrument: bool = False) -> None:
         return
     if instrument:
         with atheris.instrument_imports(include=["conveyor"]):
-            import conveyor.protocol.resp as module
+            import conveyor.protocol.requests as module
     else:
-        import conveyor.protocol.resp as module
+        import conveyor.protocol.requests as module
     if hasattr(module, "MAX_INLINE_BYTES"):
         module.MAX_INLINE_BYTES = MAX_INLINE
     # Whatever limits the parser takes, small: matched by name, so a parser that grows
@@ -279,7 +280,7 @@ def feed_all(
         except resp.ProtocolError as exc:
             text = str(exc)
             try:  # what the connection sends before closing
-                check_reply(resp.error(f"ERR {text}"))
+                check_reply(error_reply(f"ERR {text}"))
             except Malformed as bad:
                 raise Violation(f"protocol error reply: {bad}") from None
             return requests, text, -1

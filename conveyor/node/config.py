@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conveyor.protocol.resp import split_args
+from conveyor.protocol.requests import split_args
 
 log = logging.getLogger("conveyor.node")
 

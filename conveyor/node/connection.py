@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
-from conveyor.protocol.resp import ProtocolError, RequestParser, error
+from conveyor.protocol.requests import ProtocolError, RequestParser
+from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
     from conveyor.node.server import Server

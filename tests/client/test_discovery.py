@@ -11,7 +11,8 @@ import redis
 
 from conveyor.client import AsyncClient, Client, ConnectionError, NodeInfo
 from conveyor.client._address import parse_address, parse_nodes, parse_url
-from conveyor.protocol.resp import RequestParser, encode
+from conveyor.protocol.requests import RequestParser
+from conveyor.protocol.resp import encode
 from tests.conftest import free_port
 from tests.servers import NodeProcess, running_node
 

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("atheris")
 
-from conveyor.protocol.resp import ProtocolError, RequestParser
+from conveyor.protocol.requests import ProtocolError, RequestParser
 from fuzz import fuzz_commands, fuzz_resp
 
 RESP_INPUTS = {

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conveyor.protocol import resp
-from conveyor.protocol.resp import (
+from conveyor.protocol import requests as resp
+from conveyor.protocol.requests import (
     HIREDIS_MAX_ELEMENTS,
     MAX_INLINE_BYTES,
     ProtocolError,
