@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.node import info as info_module
 from conveyor.node.cmd_client import auth_failed, protected_action_allowed
-from conveyor.node.config import DIRECTIVES, PATH_DIRECTIVES, ConfigError
+from conveyor.node.directives import DIRECTIVES, PATH_DIRECTIVES, ConfigError
 from conveyor.node.parsing import SYNTAX
 from conveyor.protocol.resp import (
     OK,
