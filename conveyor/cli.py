@@ -16,6 +16,9 @@ _SUBCOMMANDS: dict[str, str] = {
     "cli": "conveyor.client.cli:cli",
     "pressure": "conveyor.pressure.cli:pressure",
     "analyze": "conveyor.spark.analyze_cli:analyze_command",
+    "check-aof": "conveyor.persistence.check:check_aof",
+    "worker": "conveyor.worker.cli:worker",
+    "queue": "conveyor.worker.cli:queue",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import sysconfig
@@ -91,6 +92,7 @@ def server(argv: tuple[str, ...]) -> None:
 
 
 def run(config: Config) -> None:
+    from conveyor.node.aof_load import StartupError
     from conveyor.node.server import Server, configure_logging
 
     configure_logging(config)
@@ -114,5 +116,9 @@ def run(config: Config) -> None:
     try:
         runner(node.serve_until_shutdown())
     except OSError as exc:
+        click.echo(f"Could not start the node: {exc}", err=True)
+        sys.exit(1)
+    except StartupError as exc:  # a damaged AOF: the log has the details too
+        logging.getLogger("conveyor.node").warning("%s", exc)
         click.echo(f"Could not start the node: {exc}", err=True)
         sys.exit(1)

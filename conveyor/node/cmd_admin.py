@@ -272,9 +272,11 @@ def shutdown(server: Server, conn: Connection, args: list[bytes]) -> bytes | Non
     if len(args) > 2:
         return error(SYNTAX)
     if len(args) == 2:
-        if args[1].lower() == b"rewrite-aof":
-            return error("ERR SHUTDOWN REWRITE-AOF needs AOF persistence, not available yet")
-        return error(SYNTAX)
+        if args[1].lower() != b"rewrite-aof":
+            return error(SYNTAX)
+        # Not while loading: it would write a file from half the jobs (Disque too).
+        if not server.aof.loading and server.aof.rewrite_for_shutdown() is not None:
+            return error("ERR Errors trying to SHUTDOWN. Check logs.")
     server.request_shutdown()
     return None
 
@@ -321,4 +323,4 @@ def _command_info(cmd: Command) -> list[object]:
 
 
 def bgrewriteaof(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    return error("ERR AOF persistence is not available yet")
+    return server.aof.bgrewrite()

@@ -253,6 +253,14 @@ class Connection(asyncio.Protocol):
         self.parser.authenticated = authenticated
 
     def write(self, data: bytes) -> None:
+        server = self.server
+        if server.reply_gate is not None:
+            # appendfsync always: sent once what came before it is on disk (node/aof.py).
+            server.aof.hold(self, data)
+            return
+        self.send(data)
+
+    def send(self, data: bytes) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
             # A reply is activity too: a consumer just served after a long GETJOB is not idle.
@@ -265,6 +273,12 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         """Close after the replies already written have been sent."""
         self.closed = True
+        if self.server.reply_gate is not None:
+            self.server.aof.hold(self, None)  # after the replies held before it
+            return
+        self.close_now()
+
+    def close_now(self) -> None:
         if self.transport is not None:
             self.transport.close()
 

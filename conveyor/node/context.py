@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from conveyor.core.node import NodeCore
     from conveyor.core.waiters import Waiter
+    from conveyor.node.aof import AofDriver
     from conveyor.node.commands import Command
     from conveyor.node.config import Config
     from conveyor.node.event_log import EventLog, EventLogCounters
@@ -57,6 +58,7 @@ class NodeContext(Protocol):
     clients: dict[int, Any]  # id -> ClientContext
     event_log: EventLog | None
     event_log_counters: EventLogCounters
+    aof: AofDriver
     on_shutdown: list[Callable[[], None]]
 
     def block(self, conn: ClientContext, waiter: Waiter) -> None: ...

@@ -103,17 +103,7 @@ def _queues(server: Server) -> dict[str, object]:
 
 
 def _persistence(server: Server) -> dict[str, object]:
-    return {
-        "loading": 0,
-        "aof_enabled": 0,
-        "aof_state": "off",
-        "aof_rewrite_in_progress": 0,
-        "aof_rewrite_scheduled": 0,
-        "aof_last_rewrite_time_sec": -1,
-        "aof_current_rewrite_time_sec": -1,
-        "aof_last_bgrewrite_status": "ok",
-        "aof_last_write_status": "ok",
-    }
+    return server.aof.info()
 
 
 def _eventlog(server: Server) -> dict[str, object]:

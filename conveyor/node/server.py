@@ -25,11 +25,14 @@ from conveyor.core.errors import OOM, CommandError
 from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
 from conveyor.node import gc_policy, nodeid
+from conveyor.node.aof import LOADING_ERROR, AofDriver, gated_table
+from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
 from conveyor.node.commands import build_table
-from conveyor.node.config import Config, ConfigError
+from conveyor.node.config import Config
 from conveyor.node.connection import Connection, now_ms
 from conveyor.node.context import ClientContext
+from conveyor.node.directives import ConfigError
 from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.replies import encode_getjob_reply
 from conveyor.node.stats import Stats, rss_bytes
@@ -58,7 +61,10 @@ class Server(ClientBuffers):
         self.node_id = node_id
         self.core = NodeCore(node_id, seed, rand, self._engine_config())
         config.on_change = self._config_changed
-        self.commands = build_table(config.renamed_commands)
+        self.base_commands = build_table(config.renamed_commands)
+        # The table in use: base_commands, or a copy refusing commands while loading the
+        # AOF (-LOADING) or after a failed AOF write (-MISCONF), see node/aof.py.
+        self.commands = self.base_commands
         self.stats = Stats()
         self.clients: dict[int, Connection] = {}
         self._next_client_id = 0
@@ -75,8 +81,11 @@ class Server(ClientBuffers):
         self.baseline_memory = rss_bytes()
         self._init_client_buffers()
         self._update_memory_limit()
-        # Consumers of the core's job events (the job-event log; later the AOF).
+        # Consumers of the core's job events: the job-event log and the AOF.
         self.event_log: EventLog | None = None
+        # appendfsync always: replies wait here for their fsync (Connection.write).
+        self.reply_gate: list[tuple[Connection, bytes | None]] | None = None
+        self.aof = AofDriver(self)
         self.event_log_counters = EventLogCounters()
         self._event_log_timer: asyncio.TimerHandle | None = None
         self._configure_event_log()
@@ -97,6 +106,7 @@ class Server(ClientBuffers):
         self._drain_job_events()
         if self.event_log is not None:
             self.event_log.set_node_id(self.node_id)
+        self.aof.encoder.set_node_name(self.node_id.encode())
 
     def _engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -118,6 +128,8 @@ class Server(ClientBuffers):
             configure_logging(self.config)
         elif name == "event-log":
             self._configure_event_log()
+        elif name in ("appendonly", "appendfsync"):
+            self.aof.config_changed(name)
         elif name == "requirepass" and not self.config["requirepass"]:
             # No password any more: every open connection may do what a logged-in one may.
             for conn in self.clients.values():
@@ -151,12 +163,44 @@ class Server(ClientBuffers):
         if self.event_log is not None:
             self.event_log.flush()
         self.event_log = new_log
-        self.core.record_job_events(new_log is not None)
+        self.refresh_event_recording()
+
+    def refresh_event_recording(self) -> None:
+        """Have the core record job events while someone consumes them."""
+        aof = getattr(self, "aof", None)
+        self.core.record_job_events(
+            self.event_log is not None or (aof is not None and aof.wants_events)
+        )
+
+    def refresh_command_table(self) -> None:
+        aof = self.aof
+        if aof.loading:
+            self.commands = gated_table(
+                self.base_commands, lambda command: "l" not in command.flags, LOADING_ERROR
+            )
+        elif aof.failed:
+            self.commands = gated_table(
+                self.base_commands,
+                lambda command: "w" in command.flags or command.name == b"ping",
+                aof.misconf_error(),
+            )
+        else:
+            self.commands = self.base_commands
+
+    def core_clock(self) -> int:
+        self.now = now_ms()
+        return self.now
+
+    def drain_job_events(self) -> None:
+        self._drain_job_events()
 
     def _drain_job_events(self) -> None:
         events = self.core.take_job_events()
-        if events and self.event_log is not None:
-            self.event_log.record_events(events)
+        if events:
+            if self.event_log is not None:
+                self.event_log.record_events(events)
+            if self.aof.wants_events:
+                self.aof.feed(events)
 
     def _flush_event_log(self) -> None:
         self._event_log_timer = None
@@ -193,11 +237,7 @@ class Server(ClientBuffers):
                 self.loop.add_signal_handler(sig, self.request_shutdown)
             except (NotImplementedError, RuntimeError):
                 pass
-        if self.config["appendonly"] or self.config["aof-enqueue-jobs-once"]:
-            log.warning(
-                "appendonly/aof-enqueue-jobs-once are set, but AOF persistence is not "
-                "available yet: jobs are kept in memory only"
-            )
+        await load_at_start(self.aof)
         log.info(
             "Conveyor node %s ready to accept connections on %s:%d",
             self.node_id,
@@ -261,6 +301,7 @@ class Server(ClientBuffers):
         self._drain_job_events()
         if self.event_log is not None:
             self.event_log.flush()
+        self.aof.close()
         log.warning("Conveyor is now ready to exit, bye bye...")
 
     # -- clients -----------------------------------------------------------------------------

@@ -1,0 +1,385 @@
+"""The append-only file in the running node: feeding, group commit, errors, rewrites.
+
+The core's job events become AOF records (persistence/records.py) as the server drains
+them; they are buffered and written once per event-loop round (`_flush`, scheduled with
+call_soon when the first record of a round arrives), so every client served in a round
+shares one write. Then, by `appendfsync`:
+
+- `always`: every reply is held (`Connection.write` hands it to `hold`) until an
+  fdatasync that started after the records before it were written has finished. The
+  fsync runs in a worker thread while the loop goes on serving; replies of the rounds
+  served meanwhile wait for the next fsync, which then covers all of them (group commit);
+- `everysec`: the cron starts an fdatasync in the thread at most once a second;
+- `no`: the kernel decides.
+
+A failed write is a state, as in Disque: records stay buffered, INFO says `err`, write
+commands (and PING) get `-MISCONF`, the write is retried every 100 ms and the node goes
+back to normal by itself once it succeeds. With `always`, replies that may depend on
+the failed records wait for the retry; other clients' replies do not.
+
+Loading at start and rewrites are in node/aof_load.py and node/aof_rewrite.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from conveyor.core.effects import JobEvent
+from conveyor.node.aof_rewrite import RewriteMixin
+from conveyor.persistence.appendfile import AppendFile
+from conveyor.persistence.loader import LoadStats
+from conveyor.persistence.records import RecordEncoder
+from conveyor.protocol.resp import error
+
+if TYPE_CHECKING:
+    from conveyor.node.commands import Command
+    from conveyor.node.connection import Connection
+    from conveyor.node.server import Server
+
+log = logging.getLogger("conveyor.node")
+
+CRON_S = 1.0
+RETRY_S = 0.1
+LOADING_ERROR = error("LOADING Disque is loading the dataset in memory")
+
+Held = tuple["Connection", "bytes | None"]  # a reply, or None: close after the replies
+
+
+def gated_table(
+    table: dict[bytes, Command], applies: Callable[[Command], bool], reply: bytes
+) -> dict[bytes, Command]:
+    """A copy of a command table where the commands `applies` picks answer `reply`."""
+
+    def refuse(*_args: object) -> bytes:
+        return reply
+
+    gated: dict[bytes, Command] = {}
+    for name, command in table.items():
+        gated[name] = replace(command, handler=refuse) if applies(command) else command
+    return gated
+
+
+class AofDriver(RewriteMixin):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.encoder = RecordEncoder(server.node_id.encode())
+        self.live: AppendFile | None = None
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
+        self._flush_scheduled = False
+        self._cron: object | None = None  # asyncio.TimerHandle
+        # always: replies held for the next fsync, for the one running, and those that
+        # may depend on records a failed write still holds.
+        self.waiting: list[Held] = []
+        self._inflight: list[Held] = []
+        self._stuck: list[Held] = []
+        self._stuck_conns: set[int] = set()
+        self.sync_inflight = False
+        self.failed = False  # the last write or fsync failed (MISCONF)
+        self.delayed_fsync = 0
+        self.loading = False
+        self.load_stats: LoadStats | None = None
+        self.loading_start_s = 0
+        self._init_rewrite()
+
+    # -- configuration ----------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.server.data_dir / str(self.server.config["appendfilename"])
+
+    @property
+    def wants_events(self) -> bool:
+        return self.live is not None or self.rewrite is not None
+
+    def open_live(self) -> None:
+        """Start appending to the AOF (after the load, or once a first rewrite is in)."""
+        self.live = AppendFile(self.path)
+        self.base_size = self.live.size
+        self._policy_changed()
+        self.server.refresh_event_recording()
+
+    def _policy_changed(self) -> None:
+        always = self.live is not None and self.server.config["appendfsync"] == "always"
+        self.server.reply_gate = self.waiting if always else None
+        if not always:
+            # Nothing may stay held once replies are not gated any more.
+            self.release(self.waiting)
+            if not self.sync_inflight:
+                self.release(self._inflight)
+        self._arm_cron()
+
+    def config_changed(self, name: str) -> None:
+        if name == "appendonly":
+            if self.server.config["appendonly"]:
+                self.enable()
+            else:
+                self.disable()
+        elif name == "appendfsync":
+            self._policy_changed()
+
+    def enable(self) -> None:
+        """CONFIG SET appendonly yes: write a fresh file from memory first (a rewrite),
+        which then becomes the live file; until then records go to it alone."""
+        if self.live is None and self.rewrite is None:
+            self.start_rewrite(becomes_live=True)
+        elif self.rewrite is not None:
+            self.rewrite_becomes_live = True
+
+    def disable(self) -> None:
+        if self.rewrite is not None and self.live is None:
+            self.cancel_rewrite()
+        if self.live is not None:
+            self._flush_now()
+            try:
+                self.live.sync()
+            except OSError as exc:
+                log.warning("fsync of the AOF before closing it: %s", exc)
+            self.live.close()
+            self.live = None
+        self._policy_changed()
+        self.server.refresh_event_recording()
+
+    # -- records in --------------------------------------------------------------------------
+    def feed(self, events: list[JobEvent]) -> None:
+        records = self.encoder.from_events(events)
+        if not records:
+            return
+        if self.live is not None:
+            self.live.extend(records)
+        if self.rewrite is not None:
+            self.rewrite.append(records)
+        self._schedule_flush()
+
+    def hold(self, conn: Connection, data: bytes | None) -> None:
+        """A reply (or a close) to send once what came before it is on disk."""
+        if not self.waiting:
+            self._schedule_flush()
+        self.waiting.append((conn, data))
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop = self.server.loop
+            if loop is not None:
+                loop.call_soon(self._flush)
+
+    # -- the end of a round --------------------------------------------------------------
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        ok = self._flush_now()
+        if self.server.reply_gate is None:
+            return
+        if not ok:
+            self._hold_back_for_failure()
+            return
+        if self.sync_inflight:
+            return  # the held replies go with the next fsync, started when this one ends
+        if self._needs_sync():
+            self._start_sync()
+        else:
+            self.release(self.waiting)
+
+    def _flush_now(self) -> bool:
+        ok = True
+        if self.live is not None and not self.live.flush():
+            ok = False
+        if self.rewrite is not None and not self.rewrite.file.flush():
+            ok = False
+        self._set_failed(not ok)
+        return ok
+
+    def _needs_sync(self) -> bool:
+        if self.rewriting and self.server.config["no-appendfsync-on-rewrite"]:
+            return False
+        live = self.live
+        return live is not None and live.written_since_sync
+
+    def _start_sync(self) -> None:
+        live = self.live
+        assert live is not None and self.server.loop is not None
+        live.written_since_sync = False
+        self.sync_inflight = True
+        self._inflight, self.waiting[:] = list(self.waiting), []
+        files = [live]
+        if self.rewrite is not None and self.rewrite_finishing:
+            # The new file replaces this one any moment now: what a released reply
+            # answers must be durable in it too.
+            files.append(self.rewrite.file)
+
+        def sync_all() -> None:
+            for file in files:
+                file.sync()
+
+        future = self.server.loop.run_in_executor(self.executor, sync_all)
+        future.add_done_callback(lambda done: self._sync_done(live, done.exception()))
+
+    def _sync_done(self, synced: AppendFile, exc: BaseException | None) -> None:
+        self.sync_inflight = False
+        if exc is not None:
+            log.warning("fsync of the AOF failed: %s", exc)
+            synced.written_since_sync = True
+            if isinstance(exc, OSError):
+                synced.last_error = exc
+            self._set_failed(True)
+            self._stuck.extend(self._inflight)
+            self._stuck_conns.update(id(conn) for conn, _ in self._inflight)
+            self._inflight = []
+            self._arm_retry()
+            return
+        self.release(self._inflight)
+        self._inflight = []
+        if self.waiting and self.server.reply_gate is not None and not self.failed:
+            if self._needs_sync():
+                self._start_sync()
+            else:
+                self.release(self.waiting)
+
+    def _hold_back_for_failure(self) -> None:
+        # Held replies may answer commands whose records did not reach the file: they
+        # wait for the retry. Replies of other clients held since do not depend on it
+        # (write commands are refused with MISCONF meanwhile).
+        if not self._stuck:
+            self._stuck, self.waiting[:] = list(self.waiting), []
+            self._stuck_conns = {id(conn) for conn, _ in self._stuck}
+        else:
+            free = [item for item in self.waiting if id(item[0]) not in self._stuck_conns]
+            self._stuck.extend(item for item in self.waiting if id(item[0]) in self._stuck_conns)
+            self.waiting[:] = []
+            self.release(free)
+        self._arm_retry()
+
+    def release(self, held: list[Held]) -> None:
+        if not held:
+            return
+        items = list(held)
+        held[:] = []
+        for conn, data in items:
+            if data is None:
+                conn.close_now()
+            else:
+                conn.send(data)
+
+    # -- errors ----------------------------------------------------------------------------
+    def _set_failed(self, failed: bool) -> None:
+        if failed == self.failed:
+            return
+        self.failed = failed
+        self.server.refresh_command_table()
+        if not failed and self._stuck and self.server.reply_gate is not None:
+            # Written again: what was stuck goes with the next fsync, in order.
+            self.waiting[:0] = self._stuck
+            self._stuck = []
+            self._stuck_conns = set()
+            self._schedule_flush()
+
+    def misconf_error(self) -> bytes:
+        reason = self.last_error_text() or "unknown error"
+        return error(f"MISCONF Errors writing to the AOF file: {reason}")
+
+    def last_error_text(self) -> str:
+        for file in (self.live, self.rewrite.file if self.rewrite else None):
+            if file is not None and file.last_error is not None:
+                exc = file.last_error
+                return exc.strerror or str(exc)
+        return ""
+
+    def _arm_retry(self) -> None:
+        loop = self.server.loop
+        if loop is not None and not self._retry_armed:
+            self._retry_armed = True
+            loop.call_later(RETRY_S, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_armed = False
+        if not self.failed:
+            return
+        if self._flush_now() and self.server.reply_gate is not None and not self.sync_inflight:
+            self._start_sync()
+        elif self.failed:
+            self._arm_retry()
+
+    # -- once a second ---------------------------------------------------------------------
+    def _arm_cron(self) -> None:
+        loop = self.server.loop
+        if self._cron is None and loop is not None and (self.live or self.rewrite):
+            self._cron = loop.call_later(CRON_S, self._on_cron)
+
+    def _on_cron(self) -> None:
+        self._cron = None
+        live = self.live
+        config = self.server.config
+        if live is not None and config["appendfsync"] == "everysec" and self._needs_sync():
+            if self.sync_inflight:
+                self.delayed_fsync += 1
+            else:
+                self._start_sync()
+        self.maybe_auto_rewrite()
+        self._arm_cron()
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """At shutdown: everything buffered written and synced, the file closed."""
+        self.cancel_rewrite()
+        if self.live is not None:
+            self._flush_now()
+            try:
+                self.live.sync()
+            except OSError as exc:
+                log.warning("fsync of the AOF at shutdown: %s", exc)
+            self.live.close()
+            self.live = None
+        self.release(self._inflight)
+        self.release(self._stuck)
+        self.release(self.waiting)
+        self.executor.shutdown(wait=True)
+
+    def info(self) -> dict[str, object]:
+        fields: dict[str, object] = {
+            "loading": int(self.loading),
+            "aof_enabled": int(self.live is not None or self.rewrite_becomes_live),
+            "aof_state": self._state_name(),
+            "aof_rewrite_in_progress": int(self.rewrite is not None),
+            "aof_rewrite_scheduled": int(self.rewrite_scheduled),
+            "aof_last_rewrite_time_sec": self.last_rewrite_time_s,
+            "aof_current_rewrite_time_sec": (
+                int(time.time()) - self.rewrite_started_s if self.rewrite is not None else -1
+            ),
+            "aof_last_bgrewrite_status": "ok" if self.last_bgrewrite_ok else "err",
+            "aof_last_write_status": "err" if self.failed else "ok",
+        }
+        if self.live is not None:
+            fields.update(
+                aof_current_size=self.live.size,
+                aof_base_size=self.base_size,
+                aof_pending_rewrite=int(self.rewrite_scheduled),
+                aof_buffer_length=self.live.pending_bytes,
+                aof_rewrite_buffer_length=self.rewrite.file.pending_bytes if self.rewrite else 0,
+                aof_pending_bio_fsync=int(self.sync_inflight),
+                aof_delayed_fsync=self.delayed_fsync,
+            )
+        if self.loading and self.load_stats is not None:
+            stats = self.load_stats
+            elapsed = max(int(time.time()) - self.loading_start_s, 0)
+            remaining = stats.total_bytes - stats.loaded_bytes
+            fields.update(
+                loading_start_time=self.loading_start_s,
+                loading_total_bytes=stats.total_bytes,
+                loading_loaded_bytes=stats.loaded_bytes,
+                loading_loaded_perc=f"{100 * stats.loaded_bytes / max(stats.total_bytes, 1):.2f}",
+                loading_eta_seconds=(
+                    elapsed * remaining // stats.loaded_bytes
+                    if elapsed and stats.loaded_bytes
+                    else 1
+                ),
+            )
+        return fields
+
+    def _state_name(self) -> str:
+        if self.live is not None:
+            return "on"
+        return "wait_rewrite" if self.rewrite_becomes_live else "off"

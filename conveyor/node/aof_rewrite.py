@@ -1,0 +1,198 @@
+"""AOF rewrites in the running node: BGREWRITEAOF, automatic ones, CONFIG SET appendonly
+yes, and SHUTDOWN REWRITE-AOF (persistence/rewrite.py says how a rewrite stays correct
+without a fork).
+
+A background rewrite encodes one slice of jobs per event-loop round (`_rewrite_step`,
+queued with call_soon so clients are served between slices), then fsyncs and renames
+the new file in a worker thread of its own (so `always` fsyncs do not queue behind it)
+and makes it the live file.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from conveyor.persistence.appendfile import AppendFile
+from conveyor.persistence.records import RecordEncoder
+from conveyor.persistence.rewrite import Rewrite, rewrite_now
+from conveyor.protocol.resp import error
+
+if TYPE_CHECKING:
+    from conveyor.node.server import Server
+
+log = logging.getLogger("conveyor.node")
+
+STARTED = b"+Background append only file rewriting started\r\n"
+IN_PROGRESS = error("ERR Background append only file rewriting already in progress")
+
+
+class RewriteMixin:
+    server: Server
+    live: AppendFile | None
+    encoder: RecordEncoder
+    loading: bool
+
+    def _init_rewrite(self) -> None:
+        self.rewrite: Rewrite | None = None
+        self.rewrite_becomes_live = False  # CONFIG SET appendonly yes: AOF_WAIT_REWRITE
+        self.rewrite_scheduled = False
+        self.rewrite_started_s = 0
+        self.last_rewrite_time_s = -1
+        self.last_bgrewrite_ok = True
+        self.rewrite_finishing = False
+        self.base_size = 0
+        self._retry_armed = False
+        self._rewrite_executor = ThreadPoolExecutor(1, thread_name_prefix="aof-rewrite")
+
+    @property
+    def rewriting(self) -> bool:
+        return self.rewrite is not None
+
+    def bgrewrite(self) -> bytes:
+        if self.rewrite is not None:
+            return IN_PROGRESS
+        try:
+            self.start_rewrite(becomes_live=False)
+        except OSError as exc:
+            log.warning("Can't start the AOF rewrite: %s", exc.strerror or exc)
+            self.last_bgrewrite_ok = False
+            return error(f"ERR Can't start the AOF rewrite: {exc.strerror or exc}")
+        return STARTED
+
+    def start_rewrite(self, becomes_live: bool) -> None:
+        server = self.server
+        # Records of what happened before the ID list is taken go to the old file only.
+        server.drain_job_events()
+        self.rewrite = Rewrite(self.path, list(server.core.jobs))
+        self.rewrite_becomes_live = becomes_live
+        self.rewrite_scheduled = False
+        self.rewrite_started_s = int(time.time())
+        log.info("Background append only file rewriting started")
+        server.refresh_event_recording()
+        assert server.loop is not None
+        server.loop.call_soon(self._rewrite_step)
+        self._arm_cron()
+
+    def _rewrite_step(self) -> None:
+        rewrite = self.rewrite
+        if rewrite is None or self.rewrite_finishing:
+            return
+        done = rewrite.step(self.server.core.jobs, self.encoder.snapshot_record)
+        if rewrite.file.last_error is not None:
+            self._rewrite_failed(rewrite.file.last_error)
+        elif not done:
+            assert self.server.loop is not None
+            self.server.loop.call_soon(self._rewrite_step)
+        else:
+            self.rewrite_finishing = True
+            assert self.server.loop is not None
+            future = self.server.loop.run_in_executor(
+                self._rewrite_executor, rewrite.sync_and_rename
+            )
+            future.add_done_callback(lambda done: self._rewrite_committed(done.exception()))
+
+    def _rewrite_failed(self, exc: BaseException) -> None:
+        log.warning("Background AOF rewrite failed: %s", exc)
+        if self.rewrite is not None:
+            self.rewrite.abandon()
+        self.rewrite = None
+        self.rewrite_finishing = False
+        self.last_bgrewrite_ok = False
+        if self.rewrite_becomes_live:
+            # CONFIG SET appendonly yes could not write its first file: try again later.
+            self.rewrite_scheduled = True
+        self.server.refresh_event_recording()
+
+    def _rewrite_committed(self, exc: BaseException | None) -> None:
+        rewrite = self.rewrite
+        if rewrite is None:  # cancelled meanwhile (CONFIG SET appendonly no, shutdown)
+            return
+        if exc is not None:
+            self._rewrite_failed(exc)
+            return
+        new_file = rewrite.file
+        new_file.path = self.path
+        new_file.flush()
+        # Records written to it after its fsync started are not durable yet.
+        new_file.written_since_sync = True
+        old = self.live
+        self.rewrite = None
+        self.rewrite_finishing = False
+        self.last_bgrewrite_ok = True
+        self.last_rewrite_time_s = int(time.time()) - self.rewrite_started_s
+        if old is not None or self.rewrite_becomes_live:
+            if old is not None:
+                old.flush()
+                old.close()
+            self.live = new_file
+            self.base_size = new_file.size
+            if self.rewrite_becomes_live:
+                self.rewrite_becomes_live = False
+                log.info("AOF rewrite: the new file is live (appendonly yes)")
+            self._policy_changed()
+        else:
+            new_file.close()
+        log.info("Background AOF rewrite finished successfully (%d jobs)", rewrite.jobs_written)
+        self.server.refresh_event_recording()
+        if self.rewrite_scheduled:
+            self.start_rewrite(becomes_live=False)
+
+    def cancel_rewrite(self) -> None:
+        if self.rewrite is not None:
+            log.info("AOF rewrite cancelled")
+            self.rewrite.abandon()
+            self.rewrite = None
+            self.rewrite_finishing = False
+            self.rewrite_becomes_live = False
+            self.server.refresh_event_recording()
+
+    def maybe_auto_rewrite(self) -> None:
+        """auto-aof-rewrite-percentage / -min-size, checked by the cron as Disque does."""
+        config = self.server.config
+        live = self.live
+        if live is None or self.rewrite is not None:
+            return
+        if self.rewrite_scheduled:
+            self.start_rewrite(becomes_live=False)
+            return
+        percentage = config["auto-aof-rewrite-percentage"]
+        if not percentage or live.size <= config["auto-aof-rewrite-min-size"]:
+            return
+        growth = live.size * 100 // max(self.base_size, 1) - 100
+        if growth >= percentage:
+            log.info("Starting automatic rewriting of AOF on %d%% growth", growth)
+            self.start_rewrite(becomes_live=False)
+
+    def rewrite_for_shutdown(self) -> str | None:
+        """SHUTDOWN REWRITE-AOF: a synchronous rewrite; the error text, or None."""
+        self.server.drain_job_events()
+        self.cancel_rewrite()
+        if self.live is not None:
+            self.live.flush()
+        try:
+            new_file = rewrite_now(self.path, self.server.core.jobs, self.encoder.snapshot_record)
+        except OSError as exc:
+            log.warning("Write error writing append only file on disk: %s", exc)
+            return str(exc.strerror or exc)
+        if self.live is not None:
+            self.live.close()
+            self.live = new_file
+            self.base_size = new_file.size
+        else:
+            new_file.close()
+        log.info("SYNC append only file rewrite performed")
+        return None
+
+    @property
+    def path(self) -> Path:
+        raise NotImplementedError
+
+    def _arm_cron(self) -> None:
+        raise NotImplementedError
+
+    def _policy_changed(self) -> None:
+        raise NotImplementedError
