@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,7 +19,14 @@ from tests.conftest import free_port
 class NodeProcess:
     """A running node; `client()` gives a redis-py client set up for Disque."""
 
-    def __init__(self, data_dir: Path, *args: str, config_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *args: str,
+        config_file: Path | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+        wait: bool = True,
+    ) -> None:
         self.port = free_port()
         self.data_dir = data_dir
         self.log_path = data_dir / "node.log"
@@ -30,9 +37,14 @@ class NodeProcess:
         data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ}
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ},
+            preexec_fn=preexec_fn,
         )
-        self._wait_ready()
+        if wait:
+            self._wait_ready()
 
     def _wait_ready(self, timeout_s: float = 10.0) -> None:
         # A raw inline PING: any reply (+PONG, or -NOAUTH under requirepass) means ready.

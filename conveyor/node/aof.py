@@ -270,6 +270,8 @@ class AofDriver(RewriteMixin):
             return
         self.failed = failed
         self.server.refresh_command_table()
+        if failed:
+            self._arm_retry()
         if not failed and self._stuck and self.server.reply_gate is not None:
             # Written again: what was stuck goes with the next fsync, in order.
             self.waiting[:0] = self._stuck

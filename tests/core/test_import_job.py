@@ -68,6 +68,12 @@ def test_imported_jobs_match_a_restarted_disque(expected_file: str, aof: str, in
     now = restart["loaded_unix_ms"]
     enqueue = restart["config"]["aof-enqueue-jobs-once"] == "yes"
     core = load(aof, restart["node_id"], now, enqueue)
+    assert_matches_restart(core, restart)
+
+
+def assert_matches_restart(core: NodeCore, restart: dict[str, Any]) -> None:
+    """Every job's SHOW and every QLEN as the restarted Disque showed them."""
+    now = restart["loaded_unix_ms"]
     compared = 0
     for expected in restart["jobs"]:
         job_id = expected["id"].encode()
