@@ -89,7 +89,9 @@ def show_fields(job: Job, node_name: bytes, now_ms: int) -> list[object]:
         b"repl",
         job.repl,
         b"ttl",
-        _left(job.etime, now_ms, 1000),
+        # Whole seconds on both sides, as Disque (etime - time(NULL)): a job SHOWn by
+        # both after a migration reads the same TTL.
+        _left(job.etime // 1000, now_ms // 1000),
         b"ctime",
         job.ctime,
         b"delay",

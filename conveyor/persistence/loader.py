@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conveyor.core.codec import CodecError, decode_job
+from conveyor.core.jobid import is_valid_id
 from conveyor.core.node import NodeCore
 from conveyor.persistence.reader import AofFormatError, read_records
 
@@ -71,6 +72,8 @@ def load(
                 if import_job(record, now, enqueue=enqueue) is not None:
                     stats.jobs_loaded += 1
             else:
+                if not is_valid_id(argument):
+                    raise AofFormatError(start, f"DELJOB of an invalid job ID {argument!r}", False)
                 stats.jobs_deleted += core.del_jobs([argument], now)
             stats.records += 1
             stats.loaded_bytes = start = end
