@@ -235,12 +235,11 @@ SERVERS = {"disque": disque, "conveyor": conveyor}
 def expiry_window(server: str, before: float, after: float, ttl: int) -> tuple[float, float]:
     """Where the job's absolute expiry (unix seconds) can be, given SHOW's ttl.
 
-    Disque answers etime - time(NULL), both whole seconds; Conveyor (etime_ms - now_ms)
-    // 1000, so at the same instant it reads up to one less. The file holds whole seconds.
+    Both answer etime - now in whole seconds (Disque: etime - time(NULL)), so the ttl read
+    between `before` and `after` puts the expiry between these two seconds.
     """
-    if server == "disque":
-        return ttl + math.floor(before), ttl + math.floor(after)
-    return ttl + before, ttl + after + 1
+    del server  # the same rule on both sides
+    return ttl + math.floor(before), ttl + math.floor(after)
 
 
 def assert_same_jobs(
