@@ -51,8 +51,11 @@ FUZZ_TEST_SECONDS ?= 30
 fuzz: $(STAMP)
 	$(PY) -m fuzz.run --seconds $(SECONDS) --workdir $(FUZZ_DIR) --keep-going
 
+# The node beside redis-server, then the AOF (ADDJOB with appendonly no/everysec/always,
+# loading and rewriting 1,000,000 jobs, SIGKILLs with everysec): bench/aof_bench.py.
 bench: sysdeps $(STAMP)
 	$(PY) -m bench.node_bench
+	$(PY) -m bench.aof_bench
 
 bench-pressure: sysdeps $(STAMP)
 	$(PY) -m bench.pressure_bench
@@ -73,3 +76,10 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# No-op Python tasks/s through `conveyor worker --app` and /bin/true queue-script runs/s,
+# beside Dramatiq, Celery and python-rq (the `bench` extra) on a local redis-server; ~2 min.
+.PHONY: bench-workers
+bench-workers: sysdeps $(STAMP)
+	$(PIP) install -q -e '.[bench]'
+	$(PY) -m bench.workers_bench

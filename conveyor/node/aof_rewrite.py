@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.node")
 
 STARTED = b"+Background append only file rewriting started\r\n"
+INCREMENTAL_FSYNC_BYTES = 32 * 1024 * 1024
 IN_PROGRESS = error("ERR Background append only file rewriting already in progress")
 
 
@@ -44,6 +45,10 @@ class RewriteMixin:
         self.last_rewrite_time_s = -1
         self.last_bgrewrite_ok = True
         self.rewrite_finishing = False
+        self._incremental_sync_running = False
+        self._incremental_synced = 0
+        self.rewrite_longest_ms = 0.0  # the longest slice (or start) of the rewrite
+        self.rewrite_start_ms = 0.0
         self.base_size = 0
         self._retry_armed = False
         self._rewrite_executor = ThreadPoolExecutor(1, thread_name_prefix="aof-rewrite")
@@ -67,7 +72,11 @@ class RewriteMixin:
         server = self.server
         # Records of what happened before the ID list is taken go to the old file only.
         server.drain_job_events()
+        started = time.perf_counter()
         self.rewrite = Rewrite(self.path, list(server.core.jobs))
+        self._incremental_synced = 0
+        self.rewrite_longest_ms = (time.perf_counter() - started) * 1000
+        self.rewrite_start_ms = self.rewrite_longest_ms
         self.rewrite_becomes_live = becomes_live
         self.rewrite_scheduled = False
         self.rewrite_started_s = int(time.time())
@@ -81,11 +90,16 @@ class RewriteMixin:
         rewrite = self.rewrite
         if rewrite is None or self.rewrite_finishing:
             return
+        started = time.perf_counter()
         done = rewrite.step(self.server.core.jobs, self.encoder.snapshot_record)
+        self.rewrite_longest_ms = max(
+            self.rewrite_longest_ms, (time.perf_counter() - started) * 1000
+        )
         if rewrite.file.last_error is not None:
             self._rewrite_failed(rewrite.file.last_error)
         elif not done:
             assert self.server.loop is not None
+            self._incremental_fsync(rewrite)
             self.server.loop.call_soon(self._rewrite_step)
         else:
             self.rewrite_finishing = True
@@ -94,6 +108,24 @@ class RewriteMixin:
                 self._rewrite_executor, rewrite.sync_and_rename
             )
             future.add_done_callback(lambda done: self._rewrite_committed(done.exception()))
+
+    def _incremental_fsync(self, rewrite: Rewrite) -> None:
+        # aof-rewrite-incremental-fsync (Disque: every 32 MB): hundreds of MB of dirty
+        # pages flushed at once make the kernel throttle every write of the process,
+        # the live AOF's in the event loop included.
+        if (
+            self.server.config["aof-rewrite-incremental-fsync"]
+            and not self._incremental_sync_running
+            and rewrite.file.size - self._incremental_synced >= INCREMENTAL_FSYNC_BYTES
+        ):
+            assert self.server.loop is not None
+            self._incremental_sync_running = True
+            self._incremental_synced = rewrite.file.size
+            future = self.server.loop.run_in_executor(self._rewrite_executor, rewrite.file.sync)
+            future.add_done_callback(self._incremental_fsync_done)
+
+    def _incremental_fsync_done(self, future: object) -> None:
+        self._incremental_sync_running = False
 
     def _rewrite_failed(self, exc: BaseException) -> None:
         log.warning("Background AOF rewrite failed: %s", exc)
@@ -114,6 +146,7 @@ class RewriteMixin:
         if exc is not None:
             self._rewrite_failed(exc)
             return
+        started = time.perf_counter()
         new_file = rewrite.file
         new_file.path = self.path
         new_file.flush()
@@ -127,7 +160,10 @@ class RewriteMixin:
         if old is not None or self.rewrite_becomes_live:
             if old is not None:
                 old.flush()
-                old.close()
+                # The renamed-over file is unlinked: its last close frees all its blocks,
+                # which takes tens of ms for a large one. Not in the event loop (Disque
+                # closes it in a bio thread too).
+                self._rewrite_executor.submit(old.close)
             self.live = new_file
             self.base_size = new_file.size
             if self.rewrite_becomes_live:
@@ -136,7 +172,14 @@ class RewriteMixin:
             self._policy_changed()
         else:
             new_file.close()
-        log.info("Background AOF rewrite finished successfully (%d jobs)", rewrite.jobs_written)
+        log.info(
+            "Background AOF rewrite finished successfully: %d jobs; the event loop was held "
+            "%.1f ms at most (ID list %.1f ms, switch %.1f ms)",
+            rewrite.jobs_written,
+            self.rewrite_longest_ms,
+            self.rewrite_start_ms,
+            (time.perf_counter() - started) * 1000,
+        )
         self.server.refresh_event_recording()
         if self.rewrite_scheduled:
             self.start_rewrite(becomes_live=False)

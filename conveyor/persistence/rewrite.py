@@ -27,8 +27,8 @@ from pathlib import Path
 from conveyor.core.job import Job
 from conveyor.persistence.appendfile import AppendFile, fsync_directory
 
-# Jobs encoded per slice: about 2-4 ms of event-loop time with 100-byte bodies.
-SLICE_JOBS = 2000
+# Jobs encoded per slice: about 1-2 ms of event-loop time with 100-byte bodies.
+SLICE_JOBS = 1000
 
 
 def temp_path(directory: Path) -> Path:
