@@ -218,3 +218,18 @@ def test_info_persistence_has_disques_fields(tmp_path: Path) -> None:
     ):
         assert field in info, field
     assert info["aof_enabled"] == 1 and info["aof_state"] == "on"
+
+
+def test_appendfsync_can_change_while_clients_write(tmp_path: Path) -> None:
+    with running_node(tmp_path, "--appendonly", "yes") as node:
+        client = node.client()
+        ids = []
+        for policy in ("always", "no", "everysec", "always"):
+            assert client.config_set("appendfsync", policy)
+            pipe = client.pipeline(transaction=False)
+            for n in range(500):
+                pipe.execute_command("ADDJOB", "q", f"{policy} {n}", 0)
+            ids += pipe.execute()
+            assert client.execute_command("QLEN", "q") == len(ids)
+    with running_node(tmp_path, "--appendonly", "yes") as node:
+        assert held_ids(node.client()) == set(ids)
