@@ -391,3 +391,30 @@ def test_requests_behind_a_blocked_getjob_count_as_query_buffer(tmp_path: Path) 
         assert client.execute_command("QLEN", "other") == 0  # none of them ran
         wait_until(lambda: info(client, "memory")["used_memory_clients"] == "0")
         client.close()
+
+
+def test_memory_of_many_half_sent_requests_goes_back_once_they_close(tmp_path: Path) -> None:
+    # 200 clients each leave with just under 1 MiB unfinished: no single one is big, but
+    # together they freed 200 MiB, which must go back to the OS (malloc_trim): glibc
+    # serves such buffers from its heap once it has freed a large mmapped one, and keeps
+    # the pages of a heap whose top is pinned. (Fewer than the 256 disconnections that
+    # trim on their own.)
+    with running_node(tmp_path / "node") as node:
+        client = strict_client(node)
+        start = rss(node)
+        socks = []
+        try:
+            for _ in range(200):
+                sock = socket.create_connection(("127.0.0.1", node.port), timeout=5)
+                socks.append(sock)
+                sock.sendall(b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$1048576\r\n")
+                sock.sendall(b"z" * (MB - 64))
+            wait_until(lambda: int(info(client, "memory")["used_memory_clients"]) > 190 * MB, 10)
+            assert rss(node) > start + 190 * MB
+        finally:
+            for sock in socks:
+                sock.close()
+        wait_until(lambda: info(client, "memory")["used_memory_clients"] == "0", 10)
+        time.sleep(1.0)  # the trim comes 0.5 s after the last of them left
+        assert rss(node) < start + 8 * MB, (start, rss(node))
+        client.close()
