@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.node.directives import ConfigError
@@ -33,6 +34,7 @@ class StartupError(Exception):
 async def load_at_start(driver: AofDriver) -> None:
     server = driver.server
     config = server.config
+    _remove_stale_rewrites(server.data_dir)
     enqueue = bool(config["aof-enqueue-jobs-once"])
     if not (config["appendonly"] or enqueue):
         return
@@ -92,6 +94,17 @@ async def _load_chunks(driver: AofDriver, data: bytes, enqueue: bool, stats: Loa
             f"conveyor check-aof --fix {driver.path}"
         ) from None
     server.drain_job_events()
+
+
+def _remove_stale_rewrites(data_dir: Path) -> None:
+    # Left by a node killed in the middle of a rewrite. Only one node runs on a data
+    # directory (nodes.conf is locked), so none of them is in use.
+    for stale in data_dir.glob("temp-rewriteaof-*.aof"):
+        log.warning("Removing %s, left by an interrupted AOF rewrite", stale)
+        try:
+            stale.unlink()
+        except OSError as exc:
+            log.warning("Could not remove %s: %s", stale, exc)
 
 
 def _switch_off_enqueue_once(server: Server) -> None:

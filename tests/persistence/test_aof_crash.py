@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import signal
 import threading
+import time
 from pathlib import Path
 
 import redis
@@ -75,3 +76,47 @@ def test_no_acknowledged_job_is_lost_across_20_kills(tmp_path: Path) -> None:
         assert not [job_id for job_id in given if job_id not in present]
     finally:
         node.stop()
+
+
+def rewrite_seconds(client: redis.Redis) -> float:
+    started = time.monotonic()
+    client.execute_command("BGREWRITEAOF")
+    for _ in range(10_000):
+        if not client.info("persistence")["aof_rewrite_in_progress"]:
+            break
+        time.sleep(0.005)
+    return time.monotonic() - started
+
+
+def test_a_kill_during_a_rewrite_leaves_a_loadable_file(tmp_path: Path) -> None:
+    rand = random.Random(11)
+    args = ["--appendonly", "yes", "--appendfsync", "always"]
+    node = NodeProcess(tmp_path, *args)
+    try:
+        pipe = node.client().pipeline(transaction=False)
+        for n in range(100_000):
+            pipe.execute_command("ADDJOB", "q", f"job {n}", 0)
+        ids = set(pipe.execute())
+        duration = rewrite_seconds(node.client())
+    finally:
+        node.stop()
+    interrupted = 0
+    for _ in range(5):
+        node = NodeProcess(tmp_path, *args)
+        client = node.client()
+        assert held(client) == ids
+        client.execute_command("BGREWRITEAOF")
+        time.sleep(rand.uniform(0.0, duration * 0.8))  # at a random moment of the rewrite
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(10)
+        # A rewrite was cut short: its temp file is there, for the next start to remove.
+        interrupted += bool(list(tmp_path.glob("temp-rewriteaof-*.aof")))
+        client.close()
+        node.stop()
+    node = NodeProcess(tmp_path, *args)
+    try:
+        assert held(node.client()) == ids
+    finally:
+        node.stop()
+    assert interrupted >= 3, interrupted  # the kills did land inside rewrites
+    assert not list(tmp_path.glob("temp-rewriteaof-*.aof"))
