@@ -40,6 +40,8 @@ _keepalive_warned: set[int] = set()  # tcp-keepalive values already logged as re
 # One turn of a client's pipelined requests (see Connection._run).
 TURN_REQUESTS = 1000
 TURN_REPLY_BYTES = 1 << 20
+# How long a connection closing after a protocol error waits for its client to close.
+LINGER_S = 2.0
 # Per-request overhead of a multi-bulk request, counted for requests held in `pending`.
 _PENDING_OVERHEAD = 16
 
@@ -167,6 +169,8 @@ class Connection(asyncio.Protocol):
             self.server.output_drained(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return  # closing after a protocol error: what follows is dropped unread
         server = self.server
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
@@ -205,7 +209,7 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             out.append(error(f"ERR {exc}"))
             self.write(b"".join(out))
-            self.close()
+            self.close_after_error()
         else:
             if out:
                 self.write(b"".join(out))
@@ -277,6 +281,26 @@ class Connection(asyncio.Protocol):
             self.server.aof.hold(self, None)  # after the replies held before it
             return
         self.close_now()
+
+    def close_after_error(self) -> None:
+        """Close after a protocol error, so that the client reads the error.
+
+        A plain close with the client's next requests still unread makes the kernel send
+        RST, and a client that pipelined can then lose the replies before the error.
+        Instead: FIN after the replies, drop what still arrives, close when the client
+        does (or LINGER_S later).
+        """
+        self.closed = True
+        transport = self.transport
+        if self.server.reply_gate is not None or transport is None:
+            self.close()
+            return
+        try:
+            transport.write_eof()
+        except (OSError, RuntimeError, NotImplementedError):
+            self.close_now()
+            return
+        asyncio.get_running_loop().call_later(LINGER_S, self.close_now)
 
     def close_now(self) -> None:
         if self.transport is not None:
