@@ -25,7 +25,12 @@ def all_jobs(client: redis.Redis, queue: str) -> list[dict[str, Any]]:
     jobs: list[dict[str, Any]] = []
     while True:
         cursor, ids = client.execute_command("JSCAN", cursor, "COUNT", 1000, "QUEUE", queue)
-        jobs += [show(client, job_id) for job_id in ids]
+        for job_id in ids:
+            # A running stream may ack a job between the scan and its SHOW.
+            reply = client.execute_command("SHOW", job_id)
+            if reply is not None:
+                fields = dict(zip(reply[0::2], reply[1::2], strict=True))
+                jobs.append({key.decode(): value for key, value in fields.items()})
         if cursor in (b"0", 0, "0"):
             return jobs
 
