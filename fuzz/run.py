@@ -29,7 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"resp": "fuzz.fuzz_resp", "commands": "fuzz.fuzz_commands"}
+TARGETS = {
+    "resp": "fuzz.fuzz_resp",
+    "commands": "fuzz.fuzz_commands",
+    "bus": "fuzz.fuzz_bus",  # the cluster bus codec (conveyor/cluster/codec.py)
+}
 _STATS = re.compile(rb"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/(\d+)(\w*)")
 _EXECUTED = re.compile(rb"stat::number_of_executed_units: (\d+)")
 _ARTIFACT = re.compile(rb"Test unit written to (\S+)")

@@ -1,0 +1,239 @@
+"""A queue directory: `config.json` (and `form.json`) plus one directory per message state.
+
+Layout (RQ's, with Conveyor job IDs as message IDs; '/' in an ID becomes '_'):
+
+    QUEUE_DIR/config.json
+    QUEUE_DIR/{que,run,done,err,relayed}/<msg id>/
+        msg.json      the envelope's metadata (params, origin, count; not attachment data)
+        status.json   {"state", "status" (the script's last text), "updated", "exit";
+                       while it runs "pid": the script's process-group id}
+        stdio.log     the script's stdout and stderr
+        attach/       the attachments, MD5-checked
+        job/          the script's working directory (RQ_MSG_DIR)
+
+The node holds the authoritative queue; these directories are what an operator reads on the
+host that ran (or is running) a message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATES = ("que", "run", "done", "err", "relayed")
+_DEFAULT_EXEC_PREFIX = "bash -lc"
+
+
+class QueueConfigError(ValueError):
+    """config.json is missing or invalid; the message says which field and why."""
+
+
+@dataclass
+class ScheduleEntry:
+    cron: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class QueueConfig:
+    name: str
+    script: str
+    directory: Path
+    num_workers: int = 1
+    exec_prefix: str = _DEFAULT_EXEC_PREFIX
+    env_vars: dict[str, str] = field(default_factory=dict)
+    coalesce_params: list[int] = field(default_factory=list)
+    blocking_params: list[int] = field(default_factory=list)
+    schedule: list[ScheduleEntry] = field(default_factory=list)
+    timeout: float = 3600.0  # seconds a script may run before it is killed
+    retry: int = 30  # the job's RETRY: a message held by a dead worker comes back after it
+    keep_done: float = 7 * 86400.0  # the cleaner removes done/relayed messages older than this
+    env: str = "development"  # RQ_ENV
+    # `dup` answers "ok <new id>" (RQ's grammar); false answers a bare "ok", for scripts
+    # like the seed's bash example that compare the whole reply line with "ok".
+    dup_reply_id: bool = True
+
+    @classmethod
+    def load(cls, directory: Path) -> QueueConfig:
+        path = directory / "config.json"
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise QueueConfigError(f"{path}: no such file (is {directory} a queue?)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise QueueConfigError(f"{path}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise QueueConfigError(f"{path}: must be a JSON object")
+        try:
+            return cls._from_doc(doc, directory)
+        except (TypeError, ValueError) as exc:
+            raise QueueConfigError(f"{path}: {exc}") from None
+
+    @classmethod
+    def _from_doc(cls, doc: dict[str, Any], directory: Path) -> QueueConfig:
+        name, script = doc.get("name"), doc.get("script")
+        if not isinstance(name, str) or not 1 <= len(name) <= 128 or "/" in name:
+            raise ValueError("'name' must be a string of 1..128 characters without '/'")
+        if not isinstance(script, str) or not script:
+            raise ValueError("'script' must be a non-empty path")
+        num_workers = int(doc.get("num_workers", 1))
+        if not 1 <= num_workers <= 128:
+            raise ValueError("'num_workers' must be in 1..128")
+        env_vars = doc.get("env_vars") or {}
+        if not isinstance(env_vars, dict):
+            raise ValueError("'env_vars' must be an object")
+        config = cls(
+            name=name,
+            script=script,
+            directory=directory.resolve(),
+            num_workers=num_workers,
+            exec_prefix=str(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)),
+            env_vars={str(k): str(v) for k, v in env_vars.items()},
+            coalesce_params=_param_numbers(doc, "coalesce_params"),
+            blocking_params=_param_numbers(doc, "blocking_params"),
+            schedule=_schedule(doc.get("schedule") or []),
+            timeout=float(doc.get("timeout", 3600)),
+            retry=int(doc.get("retry", 30)),
+            keep_done=float(doc.get("keep_done", 7 * 86400)),
+            env=str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))),
+            dup_reply_id=bool(doc.get("dup_reply_id", True)),
+        )
+        if config.timeout <= 0 or config.retry < 1:
+            raise ValueError("'timeout' must be > 0 and 'retry' >= 1")
+        return config
+
+
+def _param_numbers(doc: dict[str, Any], key: str) -> list[int]:
+    value = doc.get(key) or []
+    if not isinstance(value, list) or any(int(n) not in (1, 2, 3, 4) for n in value):
+        raise ValueError(f"'{key}' must be a list of param numbers 1..4")
+    return sorted({int(n) for n in value})
+
+
+def _schedule(value: Any) -> list[ScheduleEntry]:
+    if not isinstance(value, list):
+        raise ValueError('\'schedule\' must be a list of {"cron": ..., "paramN": ...}')
+    from conveyor.worker.cron import validate_cron  # croniter is an optional dependency
+
+    entries = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("cron"), str):
+            raise ValueError("each schedule entry needs a 'cron' string")
+        validate_cron(item["cron"])
+        params = {k: str(v) for k, v in item.items() if k.startswith("param")}
+        entries.append(ScheduleEntry(item["cron"], params))
+    return entries
+
+
+def create_queue(parent: Path, name: str, script: str, **options: Any) -> Path:
+    """`conveyor queue create`: a new queue directory with its config.json."""
+    directory = parent / name
+    if (directory / "config.json").exists():
+        raise QueueConfigError(f"{directory} already has a config.json")
+    doc = {"name": name, "script": script, **{k: v for k, v in options.items() if v}}
+    QueueConfig._from_doc(doc, directory)  # validate before writing anything
+    for state in STATES:
+        (directory / state).mkdir(parents=True, exist_ok=True)
+    _write_json(directory / "config.json", doc)
+    return directory
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    # Write then rename, so a reader never sees half a file.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def dir_name(job_id: str) -> str:
+    return job_id.replace("/", "_")
+
+
+class MessageStore:
+    """The per-message directories of one queue on this host."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        for state in STATES:
+            (root / state).mkdir(parents=True, exist_ok=True)
+
+    def find(self, job_id: str) -> tuple[str, Path] | None:
+        name = dir_name(job_id)
+        for state in STATES:
+            path = self.root / state / name
+            if path.is_dir():
+                return state, path
+        return None
+
+    def enter_run(self, job_id: str, meta: dict[str, Any], resent: bool = False) -> Path:
+        """The message's directory in run/: new, moved back from que/ after a resend, or a
+        dead worker's left in run/ (then reused, its log kept). Few file operations: this
+        runs once per message."""
+        name = dir_name(job_id)
+        target = self.root / "run" / name
+        if resent:
+            try:
+                os.replace(self.root / "que" / name, target)
+            except FileNotFoundError:
+                pass
+            except OSError:  # run/ has it too (its worker died): keep the one in run/
+                shutil.rmtree(self.root / "que" / name, ignore_errors=True)
+        try:
+            os.mkdir(target)
+        except FileExistsError:
+            os.makedirs(target / "job", exist_ok=True)
+            _write_json(target / "msg.json", meta)
+            return target
+        os.mkdir(target / "job")
+        # A new directory: no reader can see msg.json half-written before status.json exists.
+        (target / "msg.json").write_text(json.dumps(meta))
+        return target
+
+    def stale_pid(self, path: Path) -> int | None:
+        """The process group of a run a dead worker left behind in `path`, if any."""
+        try:
+            pid = json.loads((path / "status.json").read_text()).get("pid")
+        except (OSError, ValueError):
+            return None
+        return pid if isinstance(pid, int) and pid > 1 else None
+
+    def set_status(self, path: Path, state: str, text: str, **extra: Any) -> None:
+        _write_json(
+            path / "status.json", {"state": state, "status": text, "updated": time.time(), **extra}
+        )
+
+    def move(self, path: Path, state: str, text: str, **extra: Any) -> Path:
+        target = self.root / state / path.name
+        if target.exists():
+            shutil.rmtree(target)  # an older copy (a message run twice): the new one wins
+        os.replace(path, target)
+        self.set_status(target, state, text, **extra)
+        return target
+
+    def status(self, job_id: str) -> dict[str, Any] | None:
+        found = self.find(job_id)
+        if found is None:
+            return None
+        try:
+            return json.loads((found[1] / "status.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            return {"state": found[0], "status": ""}
+
+    def clean(self, keep_s: float, now: float | None = None) -> int:
+        """The cleaner: remove done/relayed messages whose last update is older than keep_s."""
+        cutoff = (time.time() if now is None else now) - keep_s
+        removed = 0
+        for state in ("done", "relayed"):
+            for path in (self.root / state).iterdir():
+                try:
+                    if (path / "status.json").stat().st_mtime < cutoff:
+                        shutil.rmtree(path)
+                        removed += 1
+                except OSError:
+                    continue
+        return removed

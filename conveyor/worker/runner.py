@@ -1,0 +1,322 @@
+"""Runs one RQ-style queue: `num_workers` slots, each taking a message from the node and
+running the queue script for it, then settling the job (ACK, NACK DELAY, or err)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from conveyor.client import Client, ConveyorError, Job
+from conveyor.worker import claims
+from conveyor.worker.envelope import Envelope, EnvelopeError
+from conveyor.worker.queuedir import MessageStore, QueueConfig
+from conveyor.worker.relay import RelayError, dup_message
+from conveyor.worker.script import ScriptHooks, ScriptResult, build_command, kill_stale, run_script
+
+log = logging.getLogger("conveyor.worker")
+_VERSION = version("conveyor")
+_BLOCKED_PAUSE_S = 0.25  # a slot whose message is blocked waits this long before the next
+
+
+@dataclass
+class Running:
+    """One message being run: its job, envelope, directory and coalesced duplicates."""
+
+    job: Job
+    envelope: Envelope
+    path: Path
+    dups: list[Job] = field(default_factory=list)
+    last_beat: float = 0.0
+    pid: int | None = None  # the script's process (and process-group) id
+
+
+class QueueRunner:
+    def __init__(self, config: QueueConfig, client: Client, stop: threading.Event) -> None:
+        self.config = config
+        self.client = client
+        self.stop = stop
+        self.store = MessageStore(config.directory)
+        self.owner = f"{os.uname().nodename}:{os.getpid()}"
+        self._threads: list[threading.Thread] = []
+        # The environment every run starts from, built once: RQ_* names are the worker's.
+        self._base_env = {k: v for k, v in os.environ.items() if not k.startswith("RQ_")}
+        self._base_env.update({k: v for k, v in config.env_vars.items() if not k.startswith("RQ_")})
+        self._acks: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._acks_done = threading.Event()
+
+    # -- slots -----------------------------------------------------------------------------
+    def start(self) -> None:
+        threading.Thread(target=self._ack_loop, name=f"{self.config.name}-ack", daemon=True).start()
+        for slot in range(self.config.num_workers):
+            thread = threading.Thread(
+                target=self._slot_loop, name=f"{self.config.name}-{slot}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._acks.put(None)  # the acker sends what it holds, then ends
+        self._acks_done.wait(max(1.0, deadline - time.monotonic()))
+
+    # -- acknowledgements ------------------------------------------------------------------
+    def _ack(self, *job_ids: str) -> None:
+        """Settled messages are acknowledged by one thread, many per ACKJOB, so a slot starts
+        its next message without waiting for the node. A worker killed in between leaves a
+        settled job unacknowledged: it runs again after RETRY (at least once, as always)."""
+        for job_id in job_ids:
+            self._acks.put(job_id)
+
+    def _ack_loop(self) -> None:
+        while True:
+            first = self._acks.get()
+            batch = [first]
+            while not self._acks.empty() and len(batch) < 1000:
+                batch.append(self._acks.get())
+            ids = [i for i in batch if i is not None]
+            for attempt in range(3):  # bounded: the node may be restarting
+                try:
+                    if ids:
+                        self.client.ack(*ids)
+                    break
+                except ConveyorError as exc:
+                    log.warning(
+                        "%s: ACKJOB failed (%s); attempt %d", self.config.name, exc, attempt
+                    )
+                    time.sleep(0.5)
+            if None in batch:
+                self._acks_done.set()
+                return
+
+    def _slot_loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                jobs = self.client.get_jobs(
+                    self.config.name, count=1, timeout_ms=500, with_counters=True
+                )
+            except ConveyorError as exc:
+                log.warning("%s: GETJOB failed: %s", self.config.name, exc)
+                self.stop.wait(1.0)
+                continue
+            for job in jobs:
+                try:
+                    if not self.process(job):
+                        self.stop.wait(_BLOCKED_PAUSE_S)
+                except ConveyorError as exc:
+                    # The job stays active on the node and comes back after its RETRY.
+                    log.warning("%s: %s: node error: %s", self.config.name, job.id, exc)
+                except Exception:  # a full disk, a vanished directory: keep the slot alive
+                    log.exception(
+                        "%s: %s: failed; it returns after RETRY", self.config.name, job.id
+                    )
+                    self.stop.wait(1.0)
+
+    # -- one message -----------------------------------------------------------------------
+    def process(self, job: Job) -> bool:
+        """Run `job`'s message; False when it was put back because its params are busy."""
+        try:
+            envelope = Envelope.from_json(job.body)
+        except EnvelopeError as exc:
+            path = self.store.enter_run(job.id, {"id": job.id, "body": job.body.decode("latin-1")})
+            self.store.move(path, "err", f"not a message envelope: {exc}")
+            self.client.ack(job.id)
+            return True
+        lock = self._lock(envelope)
+        if lock == "":
+            self.client.enqueue(job.id)
+            return False
+        try:
+            self._process_locked(job, envelope)
+        finally:
+            if lock:
+                claims.release(self.client, lock)
+        return True
+
+    def _lock(self, envelope: Envelope) -> str | None:
+        """The lock marker for blocking (and coalesce) params; None if none needed, "" if
+        another run holds it. Leased for the timeout so a dead holder cannot block forever."""
+        numbers = self.config.blocking_params or self.config.coalesce_params
+        if not numbers:
+            return None
+        key = [self.config.name, *(envelope.param(n) for n in numbers)]
+        queue = claims.claim_queue("lock", *key)
+        ttl = int(self.config.timeout) + 30
+        return claims.try_claim(self.client, queue, self.owner, ttl) or ""
+
+    def _process_locked(self, job: Job, envelope: Envelope) -> None:
+        meta = {"id": job.id, "queue": self.config.name, "envelope": _envelope_doc(envelope)}
+        path = self.store.enter_run(job.id, meta, resent=bool(job.nacks))
+        running = Running(job, envelope, path)
+        if envelope.idempotency_key and not self.first_delivery(envelope, job.id):
+            self.store.move(path, "done", f"duplicate relay of {envelope.origin}; not run")
+            self.client.ack(job.id)
+            return
+        try:
+            self._write_attachments(envelope, path)
+        except EnvelopeError as exc:
+            self.store.move(path, "err", str(exc))
+            self.client.ack(job.id)
+            return
+        running.dups = self._coalesce(envelope)
+        kill_stale(self.store.stale_pid(path))
+        result = self._run(running)
+        self._settle(running, result)
+
+    def first_delivery(self, envelope: Envelope, job_id: str) -> bool:
+        """Whether this job is the first (or only) one carrying its relay key: it claims the
+        key in its own name, so a re-delivery of the same job (a resend, a dead worker) is
+        still the first."""
+        queue = claims.claim_queue("idem", envelope.idempotency_key)
+        if claims.try_claim(self.client, queue, job_id, 7 * 86400) is not None:
+            return True
+        return claims.claim_holder(self.client, queue) == job_id
+
+    def _write_attachments(self, envelope: Envelope, path: Path) -> None:
+        if not envelope.attachments:
+            return
+        (path / "attach").mkdir(exist_ok=True)
+        for attachment in envelope.attachments:
+            attachment.verify()
+            if "/" in attachment.name or attachment.name.startswith("."):
+                raise EnvelopeError(f"attachment name not allowed: {attachment.name!r}")
+            (path / "attach" / attachment.name).write_bytes(attachment.data)
+
+    def _coalesce(self, envelope: Envelope) -> list[Job]:
+        """Queued messages with the same coalesce params, taken out to ride on this run."""
+        numbers = self.config.coalesce_params
+        if not numbers:
+            return []
+        key = [envelope.param(n) for n in numbers]
+        taken = []
+        for other in self.client.qpeek(self.config.name, 1000):
+            try:
+                params = Envelope.from_json(other.body)
+            except EnvelopeError:
+                continue
+            # DEQUEUE answers 1 only to the one worker that took the job out of the queue.
+            if [params.param(n) for n in numbers] == key and self.client.dequeue(other.id):
+                taken.append(other)
+        return taken
+
+    def _run(self, running: Running) -> ScriptResult:
+        config = self.config
+        real_script = os.path.realpath(config.script)
+        if not config.exec_prefix.strip() and not os.access(real_script, os.X_OK):
+            return ScriptResult("err", f"queue script {real_script} is missing or not executable")
+        hooks = ScriptHooks(
+            on_run=lambda text: self._on_run(running, text),
+            on_dup=lambda text: self._on_dup(running, text),
+            heartbeat=lambda: self._heartbeat(running),
+            heartbeat_every=max(0.5, config.retry / 3),
+        )
+        env = self._environment(running, real_script)
+        command = build_command(config.exec_prefix, real_script)
+        job_dir, log_path = running.path / "job", running.path / "stdio.log"
+        return run_script(
+            command,
+            job_dir,
+            log_path,
+            env,
+            config.timeout,
+            hooks,
+            lambda pid: self._started(running, pid),
+        )
+
+    def _environment(self, running: Running, real_script: str) -> dict[str, str]:
+        config, job, envelope = self.config, running.job, running.envelope
+        address = self.client.address or "127.0.0.1:7711"
+        full_id = f"conveyor://{address}/{config.name}/{job.id}"
+        env = dict(self._base_env)
+        env.update(
+            RQ_VER=_VERSION,
+            RQ_SCRIPT=config.script,
+            RQ_REALSCRIPT=real_script,
+            RQ_HOST=f"conveyor://{address}/",
+            RQ_PORT=address.rsplit(":", 1)[-1],
+            RQ_DEST=f"conveyor://{address}/{config.name}",
+            RQ_DEST_QUEUE=config.name,
+            RQ_MSG_ID=job.id,
+            RQ_FULL_MSG_ID=full_id,
+            RQ_ORIG_MSG_ID=envelope.origin or full_id,
+            RQ_MSG_DIR=str(running.path / "job"),
+            RQ_COUNT=str(envelope.count + (job.nacks or 0)),
+            RQ_FORCE_REMOTE="1" if envelope.force_remote else "",
+            RQ_ENV=config.env,
+            **{f"RQ_PARAM{n}": envelope.param(n) for n in (1, 2, 3, 4)},
+        )
+        return env
+
+    # -- status lines ----------------------------------------------------------------------
+    def _started(self, running: Running, pid: int) -> None:
+        running.pid = pid
+        self.store.set_status(running.path, "run", "running", pid=pid)
+
+    def _on_run(self, running: Running, text: str) -> None:
+        # The pid stays in status.json while it runs: a later worker kills a stale run by it.
+        self.store.set_status(running.path, "run", text, pid=running.pid)
+        # `run` also tells the node the script is alive, at most once a second.
+        if time.monotonic() - running.last_beat >= 1.0:
+            self._heartbeat(running)
+
+    def _heartbeat(self, running: Running) -> None:
+        running.last_beat = time.monotonic()
+        for job in [running.job, *running.dups]:
+            with contextlib.suppress(ConveyorError):
+                self.client.working(job.id)
+
+    def _on_dup(self, running: Running, text: str) -> str:
+        try:
+            new_id = dup_message(self, running.job, running.envelope, text)
+        except RelayError as exc:
+            return f"fail {exc}"
+        except ConveyorError as exc:
+            return f"fail node error: {exc}"
+        return f"ok {new_id}" if self.config.dup_reply_id else "ok"
+
+    # -- outcome ---------------------------------------------------------------------------
+    def _settle(self, running: Running, result: ScriptResult) -> None:
+        job, path, count = (
+            running.job,
+            running.path,
+            running.envelope.count + (running.job.nacks or 0),
+        )
+        extra = {"exit": result.exit_code}
+        if result.state == "resend" and count + 1 >= running.envelope.max_count:
+            result = ScriptResult("err", f"hit the max resend count ({running.envelope.max_count})")
+        if result.state == "resend":
+            self.store.move(
+                path, "que", f"resend in {result.resend_delay}s: {result.text}", **extra
+            )
+            self.client.nack(job.id, delay=result.resend_delay)
+            self._put_back(running.dups)
+        elif result.state in ("done", "relayed"):
+            self.store.move(path, result.state, result.text, **extra)
+            for dup in running.dups:
+                dup_path = self.store.enter_run(dup.id, {"id": dup.id, "queue": self.config.name})
+                self.store.move(dup_path, result.state, f"coalesced into {job.id}")
+            self._ack(job.id, *(d.id for d in running.dups))
+        else:
+            self.store.move(path, "err", result.text, **extra)
+            self._ack(job.id)
+            self._put_back(running.dups)
+        log.info("%s %s -> %s: %s", self.config.name, job.id, result.state, result.text)
+
+    def _put_back(self, dups: list[Job]) -> None:
+        if dups:
+            self.client.enqueue(*(d.id for d in dups))
+
+
+def _envelope_doc(envelope: Envelope) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(envelope.to_json())
+    return doc

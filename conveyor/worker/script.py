@@ -1,0 +1,253 @@
+"""One run of a queue script: a process, its status pipe, its timeout.
+
+The process gets RQ's environment, a status pipe (RQ_WRITE) and a reply pipe (RQ_READ),
+stdin from /dev/null and stdout+stderr appended to the message's stdio.log. It runs in its
+own session so a timeout kills everything it started, not just the first process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+# A status line is a few hundred bytes in practice; these bound what a broken script can
+# make the worker buffer. Past them the script is killed and the message goes to err.
+MAX_LINE_BYTES = 64 * 1024
+MAX_PIPE_BYTES = 1024 * 1024
+_KILL_GRACE_S = 2.0
+
+
+@dataclass
+class ScriptResult:
+    state: str  # done | err | resend | relayed
+    text: str
+    exit_code: int | None = None
+    resend_delay: int = 0
+
+
+@dataclass
+class ScriptHooks:
+    """What the worker does for status lines: `run` text, `dup` requests, heartbeats."""
+
+    on_run: Callable[[str], None]
+    on_dup: Callable[[str], str]  # returns the reply line: "ok <id>" or "fail <reason>"
+    heartbeat: Callable[[], None]
+    heartbeat_every: float
+
+
+def build_command(exec_prefix: str, real_script: str) -> list[str]:
+    # RQ execs `exec_prefix + script` as one shell string ("bash -lc /path"); the script
+    # path is one argument of the prefix's last word, so it is quoted for that shell.
+    if not exec_prefix.strip():
+        return [real_script]
+    return [*shlex.split(exec_prefix), shlex.quote(real_script)]
+
+
+class _Completion:
+    """The last decisive status line seen: done, err, relayed or resend."""
+
+    def __init__(self) -> None:
+        self.state: str | None = None
+        self.text = ""
+        self.delay = 0
+
+
+def run_script(
+    command: list[str], cwd: Path, log_path: Path, env: dict[str, str], timeout: float,
+    hooks: ScriptHooks, on_start: Callable[[int], None] | None = None,
+) -> ScriptResult:  # fmt: skip
+    status_r, status_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    env = {**env, "RQ_WRITE": str(status_w), "RQ_PIPE": str(status_w), "RQ_READ": str(reply_r)}
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=cwd, env=env, pass_fds=(status_w, reply_r), start_new_session=True,
+            )  # fmt: skip
+    except OSError as exc:
+        for fd in (status_r, status_w, reply_r, reply_w):
+            os.close(fd)
+        return ScriptResult("err", f"could not start the script: {exc}")
+    os.close(status_w)
+    os.close(reply_r)
+    os.set_blocking(reply_w, False)
+    if on_start is not None:
+        on_start(proc.pid)  # the pid is its process group's id too (a new session)
+    try:
+        problem, completion = _pump(proc, status_r, reply_w, time.monotonic() + timeout, hooks)
+    finally:
+        os.close(status_r)
+        os.close(reply_w)
+    if problem is not None:
+        _kill_group(proc)
+        if problem == "timed out":
+            problem = f"timed out after {timeout:g}s; the script was killed"
+        return ScriptResult("err", problem, proc.returncode)
+    return _decide(proc.returncode, completion)
+
+
+class _Reader:
+    """The status pipe's bytes, cut into lines, with the flood limits."""
+
+    def __init__(self, completion: _Completion, reply_w: int, hooks: ScriptHooks) -> None:
+        self.completion, self.reply_w, self.hooks = completion, reply_w, hooks
+        self.buffer = b""
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> str | None:
+        """Take a chunk; a problem text when the script floods the pipe."""
+        self.total += len(chunk)
+        if self.total > MAX_PIPE_BYTES:
+            return f"status pipe flooded: more than {MAX_PIPE_BYTES} bytes"
+        *lines, self.buffer = (self.buffer + chunk).split(b"\n")
+        if len(self.buffer) > MAX_LINE_BYTES:
+            return f"status line longer than {MAX_LINE_BYTES} bytes"
+        _feed(lines, self.completion, self.reply_w, self.hooks)
+        return None
+
+    def drain(self, status_r: int) -> str | None:
+        """After the exit: what is left in the pipe (a background child may keep it open,
+        so read without blocking)."""
+        os.set_blocking(status_r, False)
+        while True:
+            try:
+                chunk = os.read(status_r, 65536)
+            except BlockingIOError:
+                return None
+            if not chunk:
+                return None
+            problem = self.feed(chunk)
+            if problem is not None:
+                return problem
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3: the exit is polled instead
+        return None
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], status_r: int, reply_w: int, deadline: float,
+    hooks: ScriptHooks,
+) -> tuple[str | None, _Completion]:  # fmt: skip
+    """Read status lines until the script exits; a problem text if it must be killed.
+    The exit is watched through a pidfd in the same poll() as the pipe: no sleeping."""
+    completion = _Completion()
+    reader = _Reader(completion, reply_w, hooks)
+    next_beat = time.monotonic() + hooks.heartbeat_every
+    poller = select.poll()  # no syscall to make one, unlike epoll; no fd limit, unlike select
+    poller.register(status_r, select.POLLIN)
+    pidfd = _pidfd(proc.pid)
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return "timed out", completion
+            if now >= next_beat:
+                hooks.heartbeat()
+                next_beat = now + hooks.heartbeat_every
+            wait = min(deadline, next_beat) - now
+            if pidfd is None:
+                wait = min(wait, 0.05)
+            events = dict(poller.poll(max(1, int(wait * 1000))))
+            if events.get(status_r):
+                chunk = os.read(status_r, 65536)
+                if chunk:
+                    problem = reader.feed(chunk)
+                    if problem is not None:
+                        return problem, completion
+                    continue
+                poller.unregister(status_r)  # closed: only the exit is left to see
+            if (pidfd is not None and events.get(pidfd)) or (
+                pidfd is None and proc.poll() is not None
+            ):
+                proc.wait()
+                return reader.drain(status_r), completion
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _feed(lines: list[bytes], completion: _Completion, reply_w: int, hooks: ScriptHooks) -> None:
+    # Of a burst of `run` lines only the last is written: status.json is a snapshot.
+    pending_run: str | None = None
+    for raw in lines:
+        line = raw.decode("utf-8", "replace")
+        if line.startswith("run ") or line.strip() == "run":
+            pending_run = line.strip()[4:]
+            continue
+        if pending_run is not None:
+            hooks.on_run(pending_run)
+            pending_run = None
+        _handle_line(line, completion, reply_w, hooks)
+    if pending_run is not None:
+        hooks.on_run(pending_run)
+
+
+def _handle_line(line: str, completion: _Completion, reply_w: int, hooks: ScriptHooks) -> None:
+    command, _, text = line.strip().partition(" ")
+    if command == "run":
+        hooks.on_run(text)
+    elif command in ("done", "err", "fails", "relayed"):
+        completion.state = "err" if command == "fails" else command
+        completion.text = text  # status.json gets it when the message changes state
+    elif command == "resend":
+        due, _, reason = text.partition("-")
+        if due.strip().isdigit():
+            completion.state, completion.text, completion.delay = "resend", reason, int(due)
+        else:
+            completion.state, completion.text = "err", f"bad resend line: {line[:200]!r}"
+    elif command == "dup":
+        reply = hooks.on_dup(text)
+        with contextlib.suppress(OSError):  # a script that never reads its replies
+            os.write(reply_w, (reply.replace("\n", " ") + "\n").encode())
+    elif command:
+        hooks.on_run(f"unknown status command {command!r}: {text}")
+
+
+def _decide(exit_code: int | None, completion: _Completion) -> ScriptResult:
+    """RQ's rule: a non-zero exit is err whatever was said; else the last decisive line."""
+    if exit_code != 0 and completion.state != "err":
+        how = (
+            f"killed by signal {signal.Signals(-exit_code).name}"
+            if exit_code is not None and exit_code < 0
+            else f"exit status {exit_code}"
+        )
+        said = completion.state or "nothing"
+        return ScriptResult("err", f"process exited improperly ({how}) after {said}", exit_code)
+    if completion.state is None:
+        return ScriptResult("err", "the script exited without reporting a status", exit_code)
+    return ScriptResult(completion.state, completion.text, exit_code, completion.delay)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """TERM the script's process group, KILL it after a grace period, reap the script."""
+    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def kill_stale(pgid: int | None) -> None:
+    """A message re-delivered after its worker died: end the old run's process group."""
+    if pgid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

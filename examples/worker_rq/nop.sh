@@ -1,0 +1,3 @@
+#!/bin/bash
+# test_nop: does nothing, successfully.
+echo "done nop" >&$RQ_WRITE

@@ -1,0 +1,106 @@
+"""`conveyor queue ...` and `conveyor worker ...`: bad input is one clear line, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conveyor.worker.queuedir import MessageStore, QueueConfig, QueueConfigError
+from tests.servers import NodeProcess
+
+
+def conveyor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "conveyor.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=cwd)
+
+
+def test_create_add_and_status(node: NodeProcess, tmp_path: Path) -> None:
+    made = conveyor("queue", "create", "mail", "--script", "/bin/true", "--dir", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    config = json.loads((tmp_path / "mail" / "config.json").read_text())
+    assert config == {"name": "mail", "script": "/bin/true", "num_workers": 1}
+    nodes = f"127.0.0.1:{node.port}"
+    added = conveyor(
+        "queue", "add", "mail", "--dir", str(tmp_path), "--nodes", nodes, "--param1", "a b",
+        "--due", "5",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    job_id = added.stdout.strip()
+    shown = node.client().execute_command("SHOW", job_id)
+    body = json.loads(dict(zip(shown[::2], shown[1::2], strict=True))[b"body"])
+    assert body["params"] == {"param1": "a b"}
+    status = conveyor("queue", "status", str(tmp_path / "mail"))
+    assert status.returncode == 0 and "err: 0" in status.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["worker"], "give QUEUE_DIR... and/or --app"),
+        (["worker", "/nonexistent/q"], "no such file (is /nonexistent/q a queue?)"),
+        (["worker", "--app", "nosuchmodule:app"], "cannot load nosuchmodule:app"),
+        (["worker", "--app", "json"], "--app wants module:attribute"),
+        (["worker", "--app", "json:dumps"], "is a function, not a conveyor App"),
+        (["queue", "add", "nosuch"], "no such file"),
+        (["queue", "create", "a/b", "--script", "x"], "'name' must be a string"),
+        (["worker", "BAD", "--nodes", "127.0.0.1:1"], "BAD/config.json"),
+    ],
+)
+def test_bad_input_is_a_clear_error(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "BAD").mkdir()
+    (tmp_path / "BAD" / "config.json").write_text('{"name": "x", "script": "y", "num_workers": 0}')
+    result = conveyor(*args, cwd=tmp_path)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_worker_without_a_node_says_so(tmp_path: Path) -> None:
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "config.json").write_text('{"name": "q", "script": "/bin/true"}')
+    result = conveyor("worker", str(tmp_path / "q"), "--nodes", "127.0.0.1:1")
+    assert result.returncode != 0 and "node error" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_validation_and_cleaner(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"name": "q", "script": "s", "coalesce_params": [5]}')
+    with pytest.raises(QueueConfigError, match="coalesce_params"):
+        QueueConfig.load(tmp_path)
+    (tmp_path / "config.json").write_text(
+        '{"name": "q", "script": "s", "schedule": [{"cron": "x"}]}'
+    )
+    with pytest.raises(QueueConfigError, match="bad cron expression"):
+        QueueConfig.load(tmp_path)
+    store = MessageStore(tmp_path)
+    for job_id in ("D-1", "D-2"):
+        path = store.enter_run(job_id, {"id": job_id})
+        store.move(path, "done", "ok")
+    store.move(store.enter_run("D-3", {}), "err", "kept")
+    assert store.clean(keep_s=3600) == 0
+    assert store.clean(keep_s=3600, now=time.time() + 7200) == 2
+    assert store.status("D-3") is not None and store.status("D-1") is None
+
+
+def test_rerun_an_err_message(node: NodeProcess, tmp_path: Path) -> None:
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "config.json").write_text('{"name": "rq_rerun", "script": "/bin/true"}')
+    store = MessageStore(tmp_path / "q")
+    envelope = {"params": {"param1": "again"}, "count": 3}
+    path = store.enter_run("D-old", {"id": "D-old", "envelope": envelope})
+    store.move(path, "err", "by design")
+    nodes = f"127.0.0.1:{node.port}"
+    result = conveyor("queue", "rerun", str(tmp_path / "q"), "D-old", "--nodes", nodes)
+    assert result.returncode == 0, result.stderr
+    new_id = result.stdout.strip()
+    shown = node.client().execute_command("SHOW", new_id)
+    body = json.loads(dict(zip(shown[::2], shown[1::2], strict=True))[b"body"])
+    assert body == {"params": {"param1": "again"}, "count": 0}
+    assert store.status("D-old")["status"] == f"by design (re-run as {new_id})"  # type: ignore[index]
+    missing = conveyor("queue", "rerun", str(tmp_path / "q"), "D-nope", "--nodes", nodes)
+    assert missing.returncode != 0 and "no finished message D-nope" in missing.stderr
