@@ -23,16 +23,16 @@ Loading at start and rewrites are in node/aof_load.py and node/aof_rewrite.py.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.core.effects import JobEvent
 from conveyor.node.aof_rewrite import RewriteMixin
-from conveyor.persistence.appendfile import AppendFile
+from conveyor.persistence.appendfile import AppendFile, SyncThread
 from conveyor.persistence.loader import LoadStats
 from conveyor.persistence.records import RecordEncoder
 from conveyor.protocol.resp import error
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.node")
 
 CRON_S = 1.0
+DEFAULT_SWITCH_INTERVAL_S = sys.getswitchinterval()
+FSYNC_SWITCH_INTERVAL_S = 0.00005
 RETRY_S = 0.1
 LOADING_ERROR = error("LOADING Disque is loading the dataset in memory")
 
@@ -70,7 +72,7 @@ class AofDriver(RewriteMixin):
         self.server = server
         self.encoder = RecordEncoder(server.node_id.encode())
         self.live: AppendFile | None = None
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
+        self._sync_thread = SyncThread(self._sync_finished)
         self._flush_scheduled = False
         self._cron: object | None = None  # asyncio.TimerHandle
         # always: replies held for the next fsync, for the one running, and those that
@@ -103,10 +105,20 @@ class AofDriver(RewriteMixin):
         self._policy_changed()
         self.server.refresh_event_recording()
 
+    @property
+    def always(self) -> bool:
+        return bool(self.server.config["appendfsync"] == "always")
+
     def _policy_changed(self) -> None:
-        always = self.live is not None and self.server.config["appendfsync"] == "always"
-        self.server.reply_gate = self.waiting if always else None
-        if not always:
+        gated = self.live is not None
+        # The fsync thread needs the GIL back for a moment after every fdatasync before
+        # the replies it covers can go; CPython makes a waiting thread wait up to the
+        # switch interval (5 ms) for a busy main thread to let go, and meanwhile every
+        # client with a held reply idles. Short only while a thread syncs that often.
+        fast_switch = gated and self.always
+        sys.setswitchinterval(FSYNC_SWITCH_INTERVAL_S if fast_switch else DEFAULT_SWITCH_INTERVAL_S)
+        self.server.reply_gate = self.waiting if gated else None
+        if not gated:
             # Nothing may stay held once replies are not gated any more.
             self.release(self.waiting)
             if not self.sync_inflight:
@@ -175,12 +187,19 @@ class AofDriver(RewriteMixin):
         if self.server.reply_gate is None:
             return
         if not ok:
-            self._hold_back_for_failure()
+            if self.always:
+                self._hold_back_for_failure()
+            else:
+                # As Disque and Redis: answered; the records stay buffered, retried, and
+                # further writes get -MISCONF until the disk takes them again.
+                self.release(self.waiting)
             return
-        if self.sync_inflight:
+        if not self.always:
+            self.release(self.waiting)  # written: in the kernel, safe from a crash of ours
+        elif self.sync_inflight:
             return  # the held replies go with the next fsync, started when this one ends
-        if self._needs_sync():
-            self._start_sync()
+        elif self._needs_sync():
+            self._start_sync(carry_replies=True)
         else:
             self.release(self.waiting)
 
@@ -199,32 +218,41 @@ class AofDriver(RewriteMixin):
         live = self.live
         return live is not None and live.written_since_sync
 
-    def _start_sync(self) -> None:
+    def _start_sync(self, carry_replies: bool) -> None:
+        """fdatasync in the worker thread; with `carry_replies` (always) the replies held
+        now are sent when it is done."""
         live = self.live
         assert live is not None and self.server.loop is not None
         live.written_since_sync = False
         self.sync_inflight = True
-        self._inflight, self.waiting[:] = list(self.waiting), []
+        if carry_replies:
+            self._inflight, self.waiting[:] = list(self.waiting), []
         files = [live]
         if self.rewrite is not None and self.rewrite_finishing:
             # The new file replaces this one any moment now: what a released reply
             # answers must be durable in it too.
             files.append(self.rewrite.file)
 
-        def sync_all() -> None:
-            for file in files:
-                file.sync()
+        self._sync_thread.submit(files, live)
 
-        future = self.server.loop.run_in_executor(self.executor, sync_all)
-        future.add_done_callback(lambda done: self._sync_done(live, done.exception()))
+    def _sync_finished(self, token: object, exc: BaseException | None) -> None:
+        # In the fsync thread: hand the result to the event loop.
+        loop = self.server.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._sync_done, token, exc)
 
-    def _sync_done(self, synced: AppendFile, exc: BaseException | None) -> None:
+    def _sync_done(self, synced: object, exc: BaseException | None) -> None:
         self.sync_inflight = False
         if exc is not None:
+            live = self.live
+            if live is None or synced is not live:  # closed or replaced meanwhile
+                self.release(self._inflight)
+                self._inflight = []
+                return
             log.warning("fsync of the AOF failed: %s", exc)
-            synced.written_since_sync = True
+            live.written_since_sync = True
             if isinstance(exc, OSError):
-                synced.last_error = exc
+                live.last_error = exc
             self._set_failed(True)
             self._stuck.extend(self._inflight)
             self._stuck_conns.update(id(conn) for conn, _ in self._inflight)
@@ -234,8 +262,8 @@ class AofDriver(RewriteMixin):
         self.release(self._inflight)
         self._inflight = []
         if self.waiting and self.server.reply_gate is not None and not self.failed:
-            if self._needs_sync():
-                self._start_sync()
+            if self.always and self._needs_sync():
+                self._start_sync(carry_replies=True)
             else:
                 self.release(self.waiting)
 
@@ -298,12 +326,8 @@ class AofDriver(RewriteMixin):
 
     def _retry(self) -> None:
         self._retry_armed = False
-        if not self.failed:
-            return
-        if self._flush_now() and self.server.reply_gate is not None and not self.sync_inflight:
-            self._start_sync()
-        elif self.failed:
-            self._arm_retry()
+        if self.failed:
+            self._flush()  # on success it sends (or syncs) what was held back; else re-arms
 
     # -- once a second ---------------------------------------------------------------------
     def _arm_cron(self) -> None:
@@ -319,7 +343,7 @@ class AofDriver(RewriteMixin):
             if self.sync_inflight:
                 self.delayed_fsync += 1
             else:
-                self._start_sync()
+                self._start_sync(carry_replies=False)
         self.maybe_auto_rewrite()
         self._arm_cron()
 
@@ -338,7 +362,7 @@ class AofDriver(RewriteMixin):
         self.release(self._inflight)
         self.release(self._stuck)
         self.release(self.waiting)
-        self.executor.shutdown(wait=True)
+        self._sync_thread.stop()
 
     def info(self) -> dict[str, object]:
         fields: dict[str, object] = {

@@ -15,6 +15,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("conveyor.persistence")
@@ -103,3 +105,52 @@ class AppendFile:
                 if exc.errno != errno.EBADF:
                     raise
             self.fd = -1
+
+
+class SyncThread:
+    """One thread that fdatasyncs files on request, one request at a time.
+
+    Cheaper per fsync than an executor (no futures, no wrapping): with `appendfsync
+    always` there is an fsync every few hundred microseconds under load. `done(token,
+    error)` is called in the thread when a request is finished; the caller hands it to
+    its event loop.
+    """
+
+    def __init__(self, done: Callable[[object, BaseException | None], None]) -> None:
+        self._done = done
+        self._cond = threading.Condition()
+        self._request: tuple[list[AppendFile], object] | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="aof-fsync", daemon=True)
+        self._thread.start()
+
+    def submit(self, files: list[AppendFile], token: object) -> None:
+        with self._cond:
+            if self._request is not None:
+                raise RuntimeError("an fsync is already in flight")
+            self._request = (files, token)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._request is None and not self._stopping:
+                    self._cond.wait()
+                if self._request is None:
+                    return
+                files, token = self._request
+            error: BaseException | None = None
+            try:
+                for file in files:
+                    file.sync()
+            except OSError as exc:
+                error = exc
+            with self._cond:
+                self._request = None
+            self._done(token, error)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout=30)

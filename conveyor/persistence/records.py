@@ -11,9 +11,9 @@ jobs' current images instead (`snapshot_record`).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from conveyor.core.codec import JobRecord, encode_job
+from conveyor.core.codec import NODE_NAME_LEN, JobRecord, encode_job
 from conveyor.core.effects import (
     EV_ACKED,
     EV_ADDED,
@@ -28,13 +28,14 @@ from conveyor.core.records import job_record
 
 _LOADJOB_HEAD = b"*2\r\n$7\r\nLOADJOB\r\n"
 _DELJOB_HEAD = b"*2\r\n$6\r\nDELJOB\r\n$40\r\n"
-# Disque's struct part, see conveyor.core.codec: one pack for everything fixed-width.
-_HEAD = struct.Struct("<I40sBBHIQIIHHI")
+# The one-node list of a job only this node holds: count 1, then the name.
 _U32 = struct.Struct("<I")
 _MIN_JOBLEN = 68 + 12
-_DISQUE_BCAST_QUEUED = 1
-_DISQUE_BCAST_WILLQUEUE = 2
-_DISQUE_DELIVERED = 4
+# Disque's flags by Conveyor's QUEUED_ONCE (1) | DELIVERED (2): BCAST_QUEUED (1), with
+# BCAST_WILLQUEUE (2) for a job that has retries, and DELIVERED (4).
+_FLAG_BITS = QUEUED_ONCE | DELIVERED
+_FLAGS = (0, 3, 4, 7)
+_FLAGS_AT_MOST_ONCE = (0, 1, 4, 5)
 # Events after which the job needs no record any more: Disque's AOFDelJob callers.
 _FREEING = frozenset((EV_ACKED, EV_DELETED, EV_EXPIRED, EV_EVICTED))
 
@@ -57,45 +58,56 @@ class RecordEncoder:
         self.node_name = node_name
         # The node list of a job only this node holds, with the bulk's closing CRLF.
         self._own_tail = _U32.pack(1) + node_name + b"\r\n"
+        self._prefixes: dict[int, bytes] = {}
+        self._packers: dict[int, Callable[..., bytes]] = {}
+
+    def _prefix(self, joblen: int) -> bytes:
+        # "*2 $7 LOADJOB $<len>": a handful of distinct lengths in practice; bounded.
+        prefix = b"%s$%d\r\n" % (_LOADJOB_HEAD, joblen + 4)
+        if len(self._prefixes) < 4096:
+            self._prefixes[joblen] = prefix
+        return prefix
 
     def job(self, job: Job, state: int, etime_s: int | None = None) -> bytes:
-        """The LOADJOB record of `job` as if in `state` (the hot path: one pack, one join)."""
+        """The LOADJOB record of `job` as if in `state`: the hot path (one pack, one join)."""
         if job.nodes_delivered is not None:
             record = job_record(job, self.node_name, 0)._replace(state=state)
             return loadjob(encode_job(record))
-        flags = job.flags
-        disque_flags = 0
-        if flags & QUEUED_ONCE:
-            disque_flags = _DISQUE_BCAST_QUEUED | (_DISQUE_BCAST_WILLQUEUE if job.retry else 0)
-        if flags & DELIVERED:
-            disque_flags |= _DISQUE_DELIVERED
         queue, body = job.queue, job.body
         qlen, blen = len(queue), len(body)
-        joblen = _MIN_JOBLEN + qlen + blen + 40
-        head = _HEAD.pack(
+        joblen = _MIN_JOBLEN + qlen + blen + NODE_NAME_LEN
+        pack = self._packers.get(qlen)
+        if pack is None:
+            pack = self._packer(qlen)
+        prefix = self._prefixes.get(joblen)
+        if prefix is None:
+            prefix = self._prefix(joblen)
+        retry = job.retry
+        head = pack(
             joblen,
             job.id,
             state,
-            disque_flags,
+            (_FLAGS if retry else _FLAGS_AT_MOST_ONCE)[job.flags & _FLAG_BITS],
             job.repl,
             job.etime // 1000 if etime_s is None else etime_s,
             job.ctime,
             job.delay,
-            job.retry,
+            retry,
             job.nacks,
             job.additional_deliveries,
             qlen,
+            queue,
+            blen,
         )
-        return b"".join(
-            (
-                b"%s$%d\r\n" % (_LOADJOB_HEAD, joblen + 4),
-                head,
-                queue,
-                _U32.pack(blen),
-                body,
-                self._own_tail,
-            )
-        )
+        return b"".join((prefix, head, body, self._own_tail))
+
+    def _packer(self, qlen: int) -> Callable[..., bytes]:
+        # The fixed part, the queue name and the body length in one pack: one struct per
+        # queue-name length (a handful in practice; bounded).
+        pack = struct.Struct(f"<I40sBBHIQIIHHI{qlen}sI").pack
+        if len(self._packers) < 1024:
+            self._packers[qlen] = pack
+        return pack
 
     def snapshot_record(self, job: Job) -> bytes | None:
         """A rewrite's record of a held job: its current image, only if active or queued."""
@@ -108,31 +120,42 @@ class RecordEncoder:
         """The records a batch of job events writes, in order.
 
         A job added in this batch is written with the state it had when its ADDJOB
-        finished (queued at once unless delayed), as Disque writes it; its flags and
-        counters are read now, which for a job added and delivered in the same batch
-        includes DELIVERED (it then reloads as delivered, the safe side).
+        finished: the core reports "added" and, for a job queued at once, "queued" right
+        after it, so the LOADJOB waits one event. Flags and counters are read now, which
+        for a job added and delivered in the same batch includes DELIVERED (it then
+        reloads as delivered, the safe side). This runs once per ADDJOB: plain locals
+        and identity tests, no per-batch dicts.
         """
-        out: list[bytes | Job] = []
-        added: dict[Job, int] = {}  # job -> (index in out) of its pending LOADJOB
-        states: dict[Job, int] = {}
-        acked: set[Job] = set()
+        out: list[bytes] = []
+        append = out.append
+        encode = self.job
+        added: Job | None = None  # its LOADJOB waits for a "queued" right after it
+        added_state = 0
+        acked: set[Job] | None = None
         for event, job, _time, _queue, state, _nacks, _deliveries in events:
-            if event == EV_ADDED:
-                added[job] = len(out)
-                states[job] = state
-                out.append(job)
-            elif event == EV_QUEUED:
-                if job in added and states[job] == ACTIVE:
-                    states[job] = QUEUED
+            if added is not None:
+                if event is EV_QUEUED and job is added:
+                    append(encode(job, QUEUED))
+                    added = None
+                    continue
+                append(encode(added, added_state))
+                added = None
+            if event is EV_ADDED:
+                added = job
+                added_state = state
             elif event in _FREEING:
                 # An acked job was logged gone at its ack: not again when it is freed in
                 # the same batch. (Freed in a later batch, after a cluster's ack GC, it
                 # gets a second DELJOB, which a load ignores.)
-                if job not in acked:
-                    out.append(deljob(job.id))
-                if event == EV_ACKED:
+                if acked is None or job not in acked:
+                    append(_DELJOB_HEAD + job.id + b"\r\n")
+                if event is EV_ACKED:
+                    if acked is None:
+                        acked = set()
                     acked.add(job)
-        return [item if isinstance(item, bytes) else self.job(item, states[item]) for item in out]
+        if added is not None:
+            append(encode(added, added_state))
+        return out
 
 
 def record_of(record: JobRecord) -> bytes:
