@@ -145,16 +145,22 @@ class AofDriver(RewriteMixin):
     def disable(self) -> None:
         if self.rewrite is not None and self.live is None:
             self.cancel_rewrite()
-        if self.live is not None:
-            self._flush_now()
-            try:
-                self.live.sync()
-            except OSError as exc:
-                log.warning("fsync of the AOF before closing it: %s", exc)
-            self.live.close()
-            self.live = None
+        self._close_live()
         self._policy_changed()
         self.server.refresh_event_recording()
+
+    def _close_live(self) -> None:
+        """Write what is buffered, fsync, close (appendonly no, shutdown)."""
+        live = self.live
+        if live is None:
+            return
+        self._flush_now()
+        try:
+            live.sync()
+        except OSError as exc:
+            log.warning("fsync of the AOF before closing it: %s", exc)
+        live.close()
+        self.live = None
 
     # -- records in --------------------------------------------------------------------------
     def feed(self, events: list[JobEvent]) -> None:
@@ -351,14 +357,7 @@ class AofDriver(RewriteMixin):
     def close(self) -> None:
         """At shutdown: everything buffered written and synced, the file closed."""
         self.cancel_rewrite()
-        if self.live is not None:
-            self._flush_now()
-            try:
-                self.live.sync()
-            except OSError as exc:
-                log.warning("fsync of the AOF at shutdown: %s", exc)
-            self.live.close()
-            self.live = None
+        self._close_live()
         self.release(self._inflight)
         self.release(self._stuck)
         self.release(self.waiting)

@@ -15,6 +15,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tests.persistence.helpers import held_ids
 from tests.servers import NodeProcess
 
 KILLS = 20
@@ -39,16 +40,6 @@ def produce(port: int, given: list[bytes], stop: threading.Event) -> None:
         given.extend(replies)
 
 
-def held(client: redis.Redis) -> set[bytes]:
-    cursor, found = 0, set()
-    for _ in range(100_000):
-        cursor, ids = client.execute_command("JSCAN", cursor, "COUNT", 5000)
-        found.update(ids)
-        if int(cursor) == 0:
-            break
-    return found
-
-
 def test_no_acknowledged_job_is_lost_across_20_kills(tmp_path: Path) -> None:
     rand = random.Random(2026)
     args = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -56,7 +47,7 @@ def test_no_acknowledged_job_is_lost_across_20_kills(tmp_path: Path) -> None:
     for kill in range(KILLS):
         node = NodeProcess(tmp_path, *args)
         client = node.client()
-        present = held(client)
+        present = held_ids(client)
         missing = [job_id for job_id in given if job_id not in present]
         assert not missing, f"after kill {kill}: {len(missing)} of {len(given)} lost"
         stop = threading.Event()
@@ -71,7 +62,7 @@ def test_no_acknowledged_job_is_lost_across_20_kills(tmp_path: Path) -> None:
         node.stop()
     node = NodeProcess(tmp_path, *args)
     try:
-        present = held(node.client())
+        present = held_ids(node.client())
         assert len(given) > KILLS * PIPELINE
         assert not [job_id for job_id in given if job_id not in present]
     finally:
@@ -106,7 +97,7 @@ def test_a_kill_during_a_rewrite_leaves_a_loadable_file(tmp_path: Path) -> None:
     for _ in range(5):
         node = NodeProcess(tmp_path, *args)
         client = node.client()
-        assert held(client) == ids
+        assert held_ids(client) == ids
         client.execute_command("BGREWRITEAOF")
         # At a random point of the rewrite, whatever the machine's speed.
         wait_for_rewrite_progress(tmp_path, rand.uniform(0.05, 0.95))
@@ -118,7 +109,7 @@ def test_a_kill_during_a_rewrite_leaves_a_loadable_file(tmp_path: Path) -> None:
         node.stop()
     node = NodeProcess(tmp_path, *args)
     try:
-        assert held(node.client()) == ids
+        assert held_ids(node.client()) == ids
     finally:
         node.stop()
     assert interrupted >= 3, interrupted  # the kills did land inside rewrites

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from conveyor.persistence.reader import read_records
+from tests.persistence.helpers import held_ids
 from tests.servers import NodeProcess, running_node
 
 FILE_LIMIT = 64 * 1024
@@ -38,16 +39,6 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
-
-
-def held_ids(client: redis.Redis) -> set[bytes]:
-    cursor, found = 0, set()
-    for _ in range(10_000):
-        cursor, ids = client.execute_command("JSCAN", cursor, "COUNT", 1000)
-        found.update(ids)
-        if int(cursor) == 0:
-            break
-    return found
 
 
 def test_everysec_write_errors_give_misconf_then_recover(tmp_path: Path) -> None:
