@@ -140,10 +140,6 @@ def load(instrument: bool = False) -> None:
     else:
         _import()
     conveyor["cmd_admin"].time = _TimeShim()
-    root = logging.getLogger("conveyor")
-    root.addHandler(logging.NullHandler())  # configure_logging adds none after this
-    root.propagate = False
-    root.setLevel(logging.CRITICAL + 1)
     _workdir = Path(tempfile.mkdtemp(prefix="conveyor-fuzz-commands-"))
 
 
@@ -486,7 +482,17 @@ def one_input(data: bytes) -> None:
     GUARD.run(run_program, data)
 
 
+def silence_logs() -> None:
+    """The node's logs, off for a fuzzing process (millions of inputs). Not done by
+    load(): under pytest this process runs every other test too, which read logs."""
+    root = logging.getLogger("conveyor")
+    root.addHandler(logging.NullHandler())  # configure_logging adds none after this
+    root.propagate = False
+    root.setLevel(logging.CRITICAL + 1)
+
+
 def main() -> None:
+    silence_logs()
     load(instrument=True)
     atheris.Setup(main_args(), one_input)
     atheris.Fuzz()

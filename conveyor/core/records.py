@@ -18,6 +18,9 @@ from conveyor.core.codec import (
 )
 from conveyor.core.job import DELIVERED, QUEUED_ONCE, Job
 
+_U16_MAX = 0xFFFF
+_U32_MAX = 0xFFFFFFFF
+
 
 def disque_flags(job: Job, for_bus: bool = False) -> int:
     flags = 0
@@ -41,13 +44,15 @@ def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -
         state=job.state,
         gc_retry=0,
         flags=disque_flags(job, for_bus),
-        repl=job.repl,
-        etime=etime,
+        # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and
+        # RETRY up to 2**63-1 seconds, as Disque does, which then truncates) saturate.
+        repl=min(job.repl, _U16_MAX),
+        etime=min(etime, _U32_MAX),
         ctime=job.ctime,
-        delay=job.delay,
-        retry=job.retry,
-        nacks=job.nacks,
-        additional_deliveries=job.additional_deliveries,
+        delay=min(job.delay, _U32_MAX),
+        retry=min(job.retry, _U32_MAX),
+        nacks=min(job.nacks, _U16_MAX),
+        additional_deliveries=min(job.additional_deliveries, _U16_MAX),
         queue=job.queue,
         body=job.body,
         nodes=nodes,

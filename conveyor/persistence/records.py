@@ -48,6 +48,17 @@ def loadjob(serialized: bytes) -> bytes:
     return b"%s$%d\r\n%s\r\n" % (_LOADJOB_HEAD, len(serialized), serialized)
 
 
+# Position in RecordEncoder.job's field list -> the largest value its width holds.
+_FIELD_MAX = {4: 0xFFFF, 5: 0xFFFFFFFF, 7: 0xFFFFFFFF, 8: 0xFFFFFFFF, 9: 0xFFFF, 10: 0xFFFF}
+
+
+def _saturated(fields: list[object]) -> list[object]:
+    return [
+        min(value, _FIELD_MAX[index]) if index in _FIELD_MAX else value  # type: ignore[type-var]
+        for index, value in enumerate(fields)
+    ]
+
+
 class RecordEncoder:
     """Encodes this node's jobs as LOADJOB records; `node_name` is its 40-char ID."""
 
@@ -83,7 +94,7 @@ class RecordEncoder:
         if prefix is None:
             prefix = self._prefix(joblen)
         retry = job.retry
-        head = pack(
+        fields = [
             joblen,
             job.id,
             state,
@@ -98,7 +109,13 @@ class RecordEncoder:
             qlen,
             queue,
             blen,
-        )
+        ]
+        try:
+            head = pack(*fields)
+        except struct.error:
+            # A TTL, DELAY or RETRY past Disque's u32 seconds (ADDJOB accepts up to
+            # 2**63-1, as Disque does, which then truncates): saturate instead.
+            head = pack(*_saturated(fields))
         return b"".join((prefix, head, body, self._own_tail))
 
     def _packer(self, qlen: int) -> Callable[..., bytes]:

@@ -108,3 +108,16 @@ def test_the_fast_encoder_writes_what_the_codec_writes(
 def test_deljob_record_framing() -> None:
     job_id = b"D-8bd36d49-BAbMTO/1taPFRfHQEJTfn/qs-05a1"
     assert deljob(job_id) == b"*2\r\n$6\r\nDELJOB\r\n$40\r\n" + job_id + b"\r\n"
+
+
+def test_times_past_disques_u32_saturate_instead_of_failing() -> None:
+    # Found by the command fuzzer: ADDJOB takes TTL/DELAY/RETRY up to 2**63-1 seconds (as
+    # Disque does), but the serialized job holds u32 seconds; the AOF writer crashed.
+    core = NodeCore(NODE, b"seed", random.Random(1))
+    job = add(core, b"q", b"body", delay=2**40, retry=2**40, ttl=2**62)
+    for record in (
+        RecordEncoder(NODE.encode()).job(job, job.state),
+        loadjob(encode_job(job_record(job, NODE.encode(), NOW))),
+    ):
+        decoded, _ = decode_job(next(read_records(record)).argument)
+        assert decoded.etime == decoded.delay == decoded.retry == 0xFFFFFFFF
