@@ -48,6 +48,15 @@ COMMAND_INPUTS = {
     "debug-sleep-1e400": fuzz_commands.encode_program(
         [(0, [b"debug", ("kw", b"SLEEP"), ("num", b"1e400")])]
     ),
+    # Issue 10: with appendonly yes, ADDJOB with TTL/DELAY/RETRY past Disque's u32
+    # seconds crashed the AOF writer (struct.error). The fuzzer's own input, as found.
+    "aof-u32-times": bytes.fromhex(
+        "00f0066765746a6f62010801666903010201000200020000f00470696e6701000c000c00f0066164"
+        "646a6f62000302000005f0030200000178040e00f0066164646a6f62000502000001780400010804"
+        "0e00f00661e4646a6f620005020000017804000106040e0000000000f0066164646a6f6200050200"
+        "00017804000107040e00f0066765746a6f066164646a6f6200030200000568656c6c6f040000f006"
+        "6765746a6f620103010101000200"
+    ),
     "config-set-event-log-nul": fuzz_commands.encode_program(
         [(0, [b"config", ("kw", b"SET"), ("directive", b"event-log"), b"\x00"])]
     ),
