@@ -4,9 +4,10 @@ PY        := $(VENV)/bin/python
 PIP       := $(VENV)/bin/pip
 STAMP     := $(VENV)/.installed
 PORT      ?= 7711
+WEB_PORT  ?= 3333
 DATA      ?= ./data
 # Debian packages the test suite, the benchmarks and the Spark example drive for real.
-DEBS      := redis-server redis-tools openjdk-17-jre-headless
+DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
 .PHONY: run test bench bench-pressure bench-spark lint sysdeps venv clean
@@ -14,7 +15,7 @@ APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,cron,metrics,spark]'
+	$(PIP) install -q -e '.[dev,cron,metrics,spark,web]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -25,15 +26,21 @@ sysdeps:
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null || missing="$$missing redis-tools"; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; \
 	fi
 
 # sysdeps too: the Spark example (examples/spark_pipeline.py) needs Java next to the node.
+# A node and the web console beside it; Ctrl-C stops both.
 run: sysdeps $(STAMP)
 	mkdir -p $(DATA)
-	$(VENV)/bin/conveyor server --port $(PORT) --dir $(DATA)
+	@echo "node:    127.0.0.1:$(PORT)  (redis-cli -p $(PORT))"
+	@echo "console: http://127.0.0.1:$(WEB_PORT)/"
+	$(VENV)/bin/conveyor server --port $(PORT) --dir $(DATA) & node=$$!; \
+	trap 'kill $$node 2>/dev/null; wait $$node' EXIT INT TERM; \
+	$(VENV)/bin/conveyor web --nodes 127.0.0.1:$(PORT) --port $(WEB_PORT)
 
 test: sysdeps $(STAMP)
 	$(VENV)/bin/ruff check .

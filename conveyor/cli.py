@@ -17,6 +17,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "pressure": "conveyor.pressure.cli:pressure",
     "analyze": "conveyor.spark.analyze_cli:analyze_command",
     "check-aof": "conveyor.persistence.check:check_aof",
+    "web": "conveyor.web.cli:web",
     "worker": "conveyor.worker.cli:worker",
     "queue": "conveyor.worker.cli:queue",
 }

@@ -1,0 +1,199 @@
+"""/api/v1: worker messages of the queue directories on this host, by state (que, run, done,
+err, relayed): list with paging and search, one message with its status and log, enqueue,
+re-run, move out of err, delete."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import PlainTextResponse
+
+from conveyor.client import ConveyorError
+from conveyor.web import schemas, workdirs
+from conveyor.web.config import Principal
+from conveyor.web.console import Console, check_name, console, message_url, principal, show_doc
+from conveyor.web.gateway import ApiError, api_error_from
+from conveyor.web.ids import MsgId, QueueName
+from conveyor.worker.envelope import MAX_ATTACHMENT_BYTES, Attachment, Envelope
+from conveyor.worker.queuedir import QueueConfig
+from conveyor.worker.service import add_message
+
+router = APIRouter(tags=["messages"])
+MAX_LOG_READ = 4 * 1024 * 1024
+
+
+def queue_config(c: Console, queue: str) -> QueueConfig:
+    check_name(queue)
+    config = c.dirs.get(queue)
+    if config is None:
+        raise ApiError(404, "no_queue_dir", f"no queue directory for {queue!r} on this console")
+    return config
+
+
+def new_attachment(name: str, data: bytes) -> Attachment:
+    if not name or "/" in name or name.startswith(".") or len(name) > 255 or "\0" in name:
+        raise ApiError(400, "bad_attachment", f"attachment name not allowed: {name[:80]!r}")
+    if len(data) > MAX_ATTACHMENT_BYTES:
+        raise ApiError(413, "too_large", f"attachment {name!r} is over {MAX_ATTACHMENT_BYTES}")
+    return Attachment(name, data, hashlib.md5(data).hexdigest())
+
+
+def enqueue(
+    c: Console, queue: str, params: dict[str, str], due: int, attachments: list[Attachment]
+) -> str:
+    """A new message on a script queue, exactly as `conveyor queue add` makes one."""
+    config = queue_config(c, queue)
+    envelope = Envelope({k: v for k, v in params.items() if v}, attachments)
+    return _add(c, config, envelope, due)
+
+
+def _add(c: Console, config: QueueConfig, envelope: Envelope, due: int) -> str:
+    try:
+        return add_message(c.gateway.client, config, envelope, due)
+    except ConveyorError as exc:
+        raise api_error_from(exc) from None
+
+
+def rerun(c: Console, queue: str, msg_id: str, who: Principal) -> str:
+    """A finished message enqueued again as a new one (`conveyor queue rerun`)."""
+    config = queue_config(c, queue)
+    found = workdirs.find(config, msg_id)
+    if found is None:
+        raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}")
+    if found[0] not in workdirs.FINISHED:
+        raise ApiError(409, "not_finished", f"the message is in {found[0]}; wait until it ends")
+    raw = workdirs.envelope_json(config, msg_id)
+    try:
+        envelope = Envelope.from_json(raw or b"")
+    except ValueError as exc:
+        raise ApiError(409, "bad_message", f"msg.json cannot be re-run: {exc}") from None
+    envelope.count = 0
+    new_id = _add(c, config, envelope, 0)
+    workdirs.note_rerun(config, msg_id, new_id)
+    return new_id
+
+
+def detail(c: Console, request: Request, queue: str, msg_id: str) -> dict[str, Any]:
+    config = queue_config(c, queue)
+    doc = workdirs.message(config, msg_id)
+    if doc is None:
+        raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}")
+    doc["queue"] = queue
+    doc["url"] = message_url(request, c.config, queue, doc["id"])
+    try:
+        found = c.gateway.client.show(doc["id"])
+    except Exception:  # the node's view is extra: the message on disk is still shown
+        found = None
+    doc["job"] = None if found is None else show_doc(found)
+    return doc
+
+
+@router.get("/queues/{queue}/messages", response_model=schemas.MessagePage)
+def list_messages(
+    queue: QueueName,
+    state: schemas.STATE = "err",
+    offset: int = Query(0, ge=0, le=workdirs.SCAN_LIMIT),
+    limit: int = Query(50, ge=1, le=500),
+    search: str = Query("", max_length=200),
+    c: Console = Depends(console),
+) -> dict[str, Any]:
+    """One state's messages, newest first; `search` matches ID, status text and params."""
+    return workdirs.list_messages(queue_config(c, queue), state, offset, limit, search)
+
+
+@router.post("/queues/{queue}/messages", response_model=schemas.MessageAdded, status_code=201)
+def add(
+    queue: QueueName, message: schemas.NewMessage, request: Request, c: Console = Depends(console)
+) -> dict[str, Any]:
+    """Enqueue a message on a script queue: params, a due time, attachments (base64)."""
+    attachments = []
+    for item in message.attachments:
+        try:
+            data = base64.b64decode(item.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "bad_attachment", f"{item.name!r}: not base64") from None
+        attachments.append(new_attachment(item.name, data))
+    params = {str(k): v for k, v in message.params.items()}
+    msg_id = enqueue(c, queue, params, message.due, attachments)
+    return {"id": msg_id, "queue": queue, "url": message_url(request, c.config, queue, msg_id)}
+
+
+@router.get(
+    "/queues/{queue}/messages/{msg_id:msgid}/log",
+    responses={
+        200: {"description": "the log", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    },
+)
+def log(
+    queue: QueueName,
+    msg_id: MsgId,
+    offset: int = Query(0, ge=-MAX_LOG_READ, le=2**62),
+    limit: int = Query(MAX_LOG_READ, ge=1, le=MAX_LOG_READ),
+    c: Console = Depends(console),
+) -> PlainTextResponse:
+    """stdio.log from `offset` (negative: that many bytes from the end); the header
+    X-Log-Size gives the whole size, to continue from."""
+    data, size = workdirs.read_log(queue_config(c, queue), msg_id, offset, limit)
+    if size < 0:
+        raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}")
+    text = data.decode("utf-8", "replace")
+    return PlainTextResponse(text, headers={"X-Log-Size": str(size)})
+
+
+@router.post(
+    "/queues/{queue}/messages/{msg_id:msgid}/rerun",
+    response_model=schemas.MessageAdded,
+    status_code=201,
+)
+def rerun_message(
+    queue: QueueName, msg_id: MsgId, request: Request, c: Console = Depends(console)
+) -> dict[str, Any]:
+    """Enqueue a finished message (err, done, relayed) again as a new message."""
+    new_id = rerun(c, queue, msg_id, principal(request))
+    return {"id": new_id, "queue": queue, "url": message_url(request, c.config, queue, new_id)}
+
+
+@router.post("/queues/{queue}/messages/{msg_id:msgid}/move", response_model=schemas.Moved)
+def move_message(
+    queue: QueueName,
+    msg_id: MsgId,
+    move: schemas.MoveMessage,
+    request: Request,
+    c: Console = Depends(console),
+) -> dict[str, Any]:
+    """Move a finished message to another finished state (out of err into done, say)."""
+    config = queue_config(c, queue)
+    who = principal(request).name
+    try:
+        state = workdirs.move(config, msg_id, move.to, f"moved to {move.to} by {who}")
+    except LookupError:
+        raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}") from None
+    except ValueError as exc:
+        raise ApiError(409, "not_finished", str(exc)) from None
+    return {"id": msg_id, "state": state}
+
+
+@router.get("/queues/{queue}/messages/{msg_id:msgid}", response_model=schemas.MessageDetail)
+def get_message(
+    queue: QueueName, msg_id: MsgId, request: Request, c: Console = Depends(console)
+) -> dict[str, Any]:
+    """One message: state, status text, params, attachments, and SHOW while the node has it."""
+    return detail(c, request, queue, msg_id)
+
+
+@router.delete("/queues/{queue}/messages/{msg_id:msgid}", response_model=schemas.Count)
+def delete_message(
+    queue: QueueName, msg_id: MsgId, c: Console = Depends(console)
+) -> dict[str, Any]:
+    """Remove a finished message's directory."""
+    try:
+        workdirs.delete(queue_config(c, queue), msg_id)
+    except LookupError:
+        raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}") from None
+    except ValueError as exc:
+        raise ApiError(409, "not_finished", str(exc)) from None
+    return {"count": 1}

@@ -1,0 +1,153 @@
+"""Server-sent events: each page's live stream.
+
+Every second a stream re-renders its page's fragments and sends those that changed
+(`event: fragments`, `{element id: html}`); the message page's stream also sends the log as
+it grows (`event: log`, the first one with `reset`). A stream ends after MAX_STREAM_S and the
+browser's EventSource reconnects by itself, so no stream lives forever; one whose browser
+went away stops at its next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from conveyor.web import views, workdirs
+from conveyor.web.ansi import AnsiRenderer
+from conveyor.web.console import Console, console
+from conveyor.web.gateway import ApiError
+from conveyor.web.pages import STATE
+
+router = APIRouter(include_in_schema=False)
+log = logging.getLogger("conveyor.web")
+TICK_S = 1.0
+MAX_STREAM_S = 600.0
+LOG_CHUNK = 256 * 1024
+
+Events = list[tuple[str, Any]]
+
+
+def _event(name: str, data: Any) -> bytes:
+    # JSON has no raw newline, so one `data:` line carries the whole payload.
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+async def _stream(request: Request, build: Callable[[], Events]) -> AsyncIterator[bytes]:
+    sent: dict[str, str] = {}
+    deadline = time.monotonic() + MAX_STREAM_S
+    yield b"retry: 2000\n\n"
+    while time.monotonic() < deadline and not await request.is_disconnected():
+        try:
+            events = await run_in_threadpool(build)
+        except ApiError as exc:
+            events = [("problem", {"message": exc.message})]
+        except Exception as exc:  # keep the stream: the next tick may work again
+            log.exception("live update failed")
+            events = [("problem", {"message": f"update failed: {type(exc).__name__}"})]
+        quiet = True
+        for name, data in events:
+            if name == "fragments":
+                data = {k: v for k, v in data.items() if sent.get(k) != v}
+                sent.update(data)
+                if not data:
+                    continue
+            quiet = False
+            yield _event(name, data)
+        if quiet:
+            yield b": idle\n\n"  # lets a proxy, and the stream's end, notice a dead client
+        await asyncio.sleep(TICK_S)
+
+
+def _response(request: Request, build: Callable[[], Events]) -> StreamingResponse:
+    return StreamingResponse(
+        _stream(request, build),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/events/overview")
+def overview_events(request: Request, c: Console = Depends(console)) -> StreamingResponse:
+    env = request.app.state.templates
+    base = views.base_context(c, request)
+
+    def build() -> Events:
+        context = {**base, **views.overview(c)}
+        return [("fragments", views.fragments(env, views.OVERVIEW_FRAGMENTS, context))]
+
+    return _response(request, build)
+
+
+@router.get("/events/q/{queue}")
+def queue_events(
+    request: Request,
+    queue: str,
+    state: STATE = "err",
+    offset: int = Query(0, ge=0, le=workdirs.SCAN_LIMIT),
+    search: str = Query("", max_length=200),
+    c: Console = Depends(console),
+) -> StreamingResponse:
+    env = request.app.state.templates
+    base = views.base_context(c, request)
+
+    def build() -> Events:
+        context = {**base, **views.queue_page(c, queue, state, offset, search)}
+        return [("fragments", views.fragments(env, views.QUEUE_FRAGMENTS, context))]
+
+    return _response(request, build)
+
+
+class _LogFollower:
+    """The log from where the page's first event left it, decoded and rendered in pieces
+    with one decoder and one ANSI renderer, so characters and colours split between two
+    pieces come out whole."""
+
+    def __init__(self, c: Console, queue: str, msg_id: str) -> None:
+        self.c, self.queue, self.msg_id = c, queue, msg_id
+        self.offset: int | None = None
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.renderer = AnsiRenderer()
+
+    def poll(self) -> Events:
+        if self.offset is None:
+            text, self.offset = views.log_tail(self.c, self.queue, self.msg_id)
+            return [("log", {"reset": True, "html": self.renderer.feed(text)})]
+        config = self.c.dirs.get(self.queue)
+        if config is None:
+            return []
+        data, size = workdirs.read_log(config, self.msg_id, self.offset, LOG_CHUNK)
+        if 0 <= size < self.offset:  # the log was replaced: start over
+            self.offset = None
+            self.decoder.reset()
+            self.renderer = AnsiRenderer()
+            return self.poll()
+        if not data:
+            return []
+        self.offset += len(data)
+        html = self.renderer.feed(self.decoder.decode(data))
+        return [("log", {"reset": False, "html": html})] if html else []
+
+
+@router.get("/events/q/{queue}/{msg_id}")
+def message_events(
+    request: Request, queue: str, msg_id: str, c: Console = Depends(console)
+) -> StreamingResponse:
+    env = request.app.state.templates
+    base = views.base_context(c, request)
+    follower = _LogFollower(c, queue, msg_id)
+
+    def build() -> Events:
+        context = {**base, **views.message_page(c, request, queue, msg_id)}
+        events: Events = [("fragments", views.fragments(env, views.MESSAGE_FRAGMENTS, context))]
+        return events + follower.poll()
+
+    return _response(request, build)

@@ -1,0 +1,118 @@
+"""Seed 004's message routes, so RQ-style clients work unchanged:
+
+POST /q/<queue>/new_message       form fields param1..param4 (or RQ's mesg_param1..4),
+                                  due (mesg_due), files as attachments, or `mesg` = a
+                                  JSON object of the same; x_format=json answers
+                                  ["ok", "<full message URL>"], otherwise 303 to it
+GET  /q/<queue>/<msg id>.json     the message's status as JSON
+GET  /q/<queue>/<msg id>/log      stdio.log (also .../log/stdio.log)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from conveyor.web import api_messages, workdirs
+from conveyor.web.console import Console, console, message_path, message_url
+from conveyor.web.gateway import ApiError
+from conveyor.web.schemas import MAX_INT
+from conveyor.worker.envelope import MAX_ATTACHMENT_BYTES, Attachment
+
+router = APIRouter(include_in_schema=False)
+MAX_LOG = 16 * 1024 * 1024
+
+
+def _fields(form: Any) -> dict[str, str]:
+    """RQ's field names and Conveyor's, and a `mesg` JSON object, as one dict."""
+    fields: dict[str, str] = {}
+    raw = form.get("mesg")
+    if isinstance(raw, str) and raw.strip():
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "bad_request", "'mesg' is not a JSON object") from None
+        if not isinstance(doc, dict):
+            raise ApiError(400, "bad_request", "'mesg' is not a JSON object")
+        fields.update({str(k).removeprefix("mesg_"): str(v) for k, v in doc.items()})
+    for key, value in form.multi_items():
+        if isinstance(value, str):
+            fields[key.removeprefix("mesg_")] = value
+    return fields
+
+
+def _due(text: str) -> int:
+    try:
+        due = int(text or 0)
+    except ValueError:
+        raise ApiError(
+            400, "bad_request", f"due must be whole seconds, not {text[:40]!r}"
+        ) from None
+    if not 0 <= due <= MAX_INT:
+        raise ApiError(400, "bad_request", f"due must be in 0..{MAX_INT}")
+    return due
+
+
+async def _attachments(form: Any) -> list[Attachment]:
+    found = []
+    for _key, value in form.multi_items():
+        if isinstance(value, UploadFile) and value.filename:
+            data = await value.read(MAX_ATTACHMENT_BYTES + 1)
+            found.append(api_messages.new_attachment(value.filename, data))
+    if len(found) > 16:
+        raise ApiError(400, "bad_attachment", "at most 16 attachments")
+    return found
+
+
+def wants_json(request: Request, fields: dict[str, str] | None = None) -> bool:
+    if fields is not None and fields.get("x_format") == "json":
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+@router.post("/q/{queue}/new_message")
+async def new_message(request: Request, queue: str, c: Console = Depends(console)) -> Response:
+    try:
+        form = await request.form(max_files=17, max_fields=64)
+    except Exception:  # a malformed body: say so instead of a traceback
+        raise ApiError(400, "bad_form", "the body is not a valid form") from None
+    try:
+        fields = _fields(form)
+        attachments = await _attachments(form)
+    finally:
+        await form.close()
+    params = {f"param{n}": fields.get(f"param{n}", "") for n in range(1, 5)}
+    msg_id = await run_in_threadpool(
+        api_messages.enqueue, c, queue, params, _due(fields.get("due", "")), attachments
+    )
+    url = message_url(request, c.config, queue, msg_id)
+    if fields.get("x_format") == "json":
+        return JSONResponse(["ok", url])
+    if wants_json(request):
+        return JSONResponse({"ok": True, "id": msg_id, "url": url, "message": f"enqueued {msg_id}"})
+    root = request.scope.get("root_path", "")
+    return RedirectResponse(root + message_path(queue, msg_id), status_code=303)
+
+
+@router.get("/q/{queue}/{msg_id}.json")
+def message_json(
+    request: Request, queue: str, msg_id: str, c: Console = Depends(console)
+) -> dict[str, Any]:
+    doc = api_messages.detail(c, request, queue, msg_id)
+    return {k: v for k, v in doc.items() if k != "job"} | {"on_node": doc["job"] is not None}
+
+
+@router.get("/q/{queue}/{msg_id}/log")
+@router.get("/q/{queue}/{msg_id}/log/stdio.log")
+def message_log(queue: str, msg_id: str, c: Console = Depends(console)) -> PlainTextResponse:
+    config = api_messages.queue_config(c, queue)
+    data, size = workdirs.read_log(config, msg_id, -MAX_LOG, MAX_LOG)
+    if size < 0:
+        raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}")
+    return PlainTextResponse(data.decode("utf-8", "replace"), headers={"X-Log-Size": str(size)})

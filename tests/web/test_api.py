@@ -1,0 +1,214 @@
+"""The REST API against a real node, a real worker and the console under uvicorn."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
+import httpx
+
+from tests.servers import NodeProcess
+from tests.web.conftest import Background, WebProcess, wait_for
+
+
+def _error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["message"] and "Traceback" not in response.text
+    if code is not None:
+        assert error["code"] == code
+    return error
+
+
+def test_nodes_and_openapi(api: httpx.Client, node: NodeProcess) -> None:
+    nodes = api.get("/nodes").json()["nodes"]
+    assert nodes[0]["address"] == f"127.0.0.1:{node.port}"
+    assert nodes[0]["up"] is True and nodes[0]["flags"] == ["ok"]
+    info = api.get(f"/nodes/127.0.0.1:{node.port}/info").json()
+    assert info["tcp_port"] == node.port
+    _error(api.get("/nodes/10.1.2.3:7711/info"), 404, "unknown_node")  # never dialled
+    schema = api.get("/openapi.json").json()
+    assert "/api/v1/queues/{queue}/pause" in schema["paths"]
+
+
+def test_jobs_lifecycle(api: httpx.Client) -> None:
+    created = api.post("/queues/life/jobs", json={"body": "hello"})
+    _error(created, 404, "no_queue")  # allow_new_queue is off and the node has no such queue
+    # PAUSE makes the queue exist on the node; then jobs may be added to it.
+    assert api.post("/queues/life/pause", json={"state": "none"}).status_code == 200
+    job_id = api.post("/queues/life/jobs", json={"body": "hello", "retry": 1}).json()["id"]
+    peek = api.get("/queues/life/jobs", params={"count": 5}).json()["jobs"]
+    assert [j["id"] for j in peek] == [job_id] and peek[0]["body"] == "hello"
+    show = api.get(f"/jobs/{job_id}").json()
+    assert show["state"] == "queued" and show["queue"] == "life" and show["retry"] == 1
+    assert api.post(f"/jobs/{job_id}/dequeue").json() == {"count": 1}
+    assert api.get("/queues/life").json()["len"] == 0
+    assert api.post(f"/jobs/{job_id}/enqueue").json() == {"count": 1}
+    assert api.post(f"/jobs/{job_id}/nack", json={"delay": 100}).json()["count"] in (0, 1)
+    assert api.post(f"/jobs/{job_id}/ack").json() == {"count": 1}
+    assert api.delete(f"/jobs/{job_id}").json()["count"] in (0, 1)
+    _error(api.get(f"/jobs/{job_id}"), 404, "no_job")
+
+
+def test_bad_input_is_a_json_4xx(api: httpx.Client) -> None:
+    _error(api.get("/jobs/not-an-id"), 404)  # not a job ID's shape: no such route
+    _error(api.get("/queues/bad%01name"), 422)
+    _error(api.post("/queues/life/jobs", json={"body": 3}), 422, "invalid")
+    _error(
+        api.post(
+            "/queues/life/jobs", content=b"{nope", headers={"content-type": "application/json"}
+        ),
+        422,
+    )
+    _error(api.post("/queues/life/pause", json={"state": "sideways"}), 422)
+    _error(api.post("/queues/life/jobs", json={"body": "x", "ttl": 5, "delay": 10}), 400)
+    _error(api.post("/queues/life/jobs", json={"body": "!!", "body_encoding": "base64"}), 400)
+    _error(api.get("/queues/life/jobs", params={"count": 0}), 422)
+    _error(api.post(f"/jobs/D-0123abcd-{'A' * 24}-0001/fly"), 422)
+    _error(api.post("/dead-letters/delete", json={"ids": ["nope"]}), 422)
+    _error(api.put("/queues"), 405)
+    _error(api.get("/no/such/route"), 404)
+
+
+def test_pause_and_purge(api: httpx.Client) -> None:
+    api.post("/queues/pp/pause", json={"state": "none"})
+    ids = [api.post("/queues/pp/jobs", json={"body": f"j{i}"}).json()["id"] for i in range(5)]
+    assert len(ids) == 5
+    assert api.post("/queues/pp/pause", json={"state": "in"}).json()["pause"] == "in"
+    _error(api.post("/queues/pp/jobs", json={"body": "refused"}), 409, "paused")
+    assert api.get("/queues/pp").json()["pause"] == "in"
+    assert api.post("/queues/pp/pause", json={"state": "none"}).json()["pause"] == "none"
+    assert api.post("/queues/pp/purge", json={}).json() == {"count": 5}
+    assert api.get("/queues/pp").json()["len"] == 0
+
+    def listed() -> bool:  # the queue list is a snapshot at most a second old
+        queues = api.get("/queues", params={"prefix": "pp"}).json()["queues"]
+        return [q["name"] for q in queues] == ["pp"]
+
+    wait_for(listed, "pp in the queue list")
+
+
+def test_dead_letters(api: httpx.Client, node: NodeProcess) -> None:
+    assert api.get("/dead-letters").json()["queue"] is None
+    redis = node.client()
+    redis.execute_command("CONFIG", "SET", "deadletter-queue", "dlq")
+    redis.execute_command("CONFIG", "SET", "max-deliveries", "1")
+    try:
+        api.post("/queues/flaky/pause", json={"state": "none"})
+        job_id = api.post("/queues/flaky/jobs", json={"body": "boom"}).json()["id"]
+        redis.execute_command("GETJOB", "FROM", "flaky")
+        redis.execute_command("NACK", job_id)
+        dead = api.get("/dead-letters").json()
+        assert dead["queue"] == "dlq" and [j["id"] for j in dead["jobs"]] == [job_id]
+        moved = api.post("/dead-letters/requeue", json={"ids": [job_id], "queue": "flaky"})
+        assert moved.json() == {"count": 1}
+        assert api.get("/dead-letters").json()["length"] == 0
+        assert [j["body"] for j in api.get("/queues/flaky/jobs").json()["jobs"]] == ["boom"]
+    finally:
+        redis.execute_command("CONFIG", "SET", "max-deliveries", "0")
+        redis.execute_command("CONFIG", "SET", "deadletter-queue", "")
+        redis.close()
+
+
+def _message(api: httpx.Client, url: str, state: str) -> dict[str, Any]:
+    msg_id = url.rsplit("/", 1)[1]
+
+    def arrived() -> dict[str, Any] | None:
+        response = api.get(f"/queues/jobs/messages/{msg_id}")
+        doc = response.json() if response.status_code == 200 else None
+        return doc if doc and doc["state"] == state else None
+
+    return wait_for(arrived, f"message {msg_id} in {state}")
+
+
+def test_rq_routes_and_messages(
+    web: WebProcess, api: httpx.Client, worker: Background, queues_dir: Path
+) -> None:
+    form = {"mesg_param1": "err", "x_format": "json"}
+    files = {"attachment": ("notes.txt", b"attached bytes", "text/plain")}
+    answer = httpx.post(f"{web.url}/q/jobs/new_message", data=form, files=files, timeout=15)
+    status, url = answer.json()
+    assert status == "ok" and re.fullmatch(rf"{web.url}/q/jobs/D-[^/]+", url), url
+    failed = _message(api, url, "err")
+    assert failed["status"] == "by design" and failed["params"] == {"param1": "err"}
+    assert failed["attachments"] == [
+        {"name": "notes.txt", "md5": hashlib.md5(b"attached bytes").hexdigest()}
+    ]
+    as_json = httpx.get(f"{url}.json", timeout=15).json()
+    assert as_json["state"] == "err" and as_json["url"] == url
+    log = httpx.get(f"{url}/log", timeout=15).text
+    assert "failing by design" in log and "\x1b[31m" in log
+    listed = api.get("/queues/jobs/messages", params={"state": "err", "search": "design"})
+    assert [m["id"] for m in listed.json()["items"]] == [failed["id"]]
+    assert (
+        api.get("/queues/jobs/messages", params={"state": "err", "search": "zzz"}).json()["total"]
+        == 0
+    )
+    rerun = api.post(f"/queues/jobs/messages/{failed['id']}/rerun")
+    assert rerun.status_code == 201
+    _message(api, rerun.json()["url"], "err")
+    moved = api.post(f"/queues/jobs/messages/{failed['id']}/move", json={"to": "done"})
+    assert moved.json()["state"] == "done"
+    assert "moved to done" in api.get(f"/queues/jobs/messages/{failed['id']}").json()["status"]
+    _error(api.post(f"/queues/jobs/messages/{failed['id']}/move", json={"to": "que"}), 422)
+    assert api.delete(f"/queues/jobs/messages/{failed['id']}").json() == {"count": 1}
+    _error(api.get(f"/queues/jobs/messages/{failed['id']}"), 404, "no_message")
+    _error(api.get("/queues/nodir/messages"), 404, "no_queue_dir")
+
+
+def test_json_message_api_and_paging(api: httpx.Client, worker: Background) -> None:
+    data = base64.b64encode(b"\x00\x01binary").decode()
+    urls = []
+    for i in range(3):
+        added = api.post(
+            "/queues/jobs/messages",
+            json={
+                "params": {"param1": f"ok-{i}"},
+                "attachments": [{"name": "b.bin", "data": data}],
+            },
+        )
+        assert added.status_code == 201, added.text
+        urls.append(added.json()["url"])
+    for url in urls:
+        _message(api, url, "done")
+    page = api.get("/queues/jobs/messages", params={"state": "done", "limit": 2}).json()
+    assert page["total"] >= 3 and len(page["items"]) == 2
+    rest = api.get(
+        "/queues/jobs/messages", params={"state": "done", "limit": 2, "offset": 2}
+    ).json()
+    assert not {m["id"] for m in rest["items"]} & {m["id"] for m in page["items"]}
+    _error(
+        api.post("/queues/jobs/messages", json={"attachments": [{"name": "../x", "data": data}]}),
+        422,
+    )
+    big = base64.b64encode(b"x" * (8 * 1024 * 1024 + 1)).decode()
+    _error(
+        api.post("/queues/jobs/messages", json={"attachments": [{"name": "big", "data": big}]}),
+        413,
+        "too_large",
+    )
+    _error(api.post("/queues/jobs/messages", json={"params": {"param9": "x"}}), 422)
+
+
+def test_metrics_move_with_jobs(web: WebProcess, api: httpx.Client) -> None:
+    def jobs_in() -> float:
+        text = httpx.get(f"{web.url}/metrics", timeout=15).text
+        match = re.search(r'^conveyor_queue_jobs_in_total\{queue="mq"\} (\S+)$', text, re.M)
+        return float(match.group(1)) if match else 0.0
+
+    api.post("/queues/mq/pause", json={"state": "none"})
+    before = jobs_in()
+    for i in range(3):
+        api.post("/queues/mq/jobs", json={"body": str(i)})
+    wait_for(lambda: jobs_in() >= before + 3, "jobs_in counter to grow")
+    text = httpx.get(f"{web.url}/metrics", timeout=15).text
+    assert "conveyor_node_up{" in text and 'conveyor_queue_length{queue="mq"}' in text
+    assert 'conveyor_messages{queue="jobs",state="done"}' in text
+    assert 'conveyor_jobs{state="queued"}' in text
