@@ -25,14 +25,14 @@ from conveyor.core.errors import OOM, CommandError
 from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
 from conveyor.node import gc_policy, nodeid
-from conveyor.node.aof import LOADING_ERROR, AofDriver, gated_table
+from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
 from conveyor.node.commands import build_table
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection, now_ms
+from conveyor.node.consumers import JobEventConsumers
 from conveyor.node.context import ClientContext
-from conveyor.node.directives import ConfigError
 from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.replies import encode_getjob_reply
 from conveyor.node.stats import Stats, rss_bytes
@@ -49,7 +49,7 @@ _perf_ns = time.perf_counter_ns
 EVENT_LOG_FLUSH_S = 1.0
 
 
-class Server(ClientBuffers):
+class Server(ClientBuffers, JobEventConsumers):
     """One node: the core facade driven by asyncio. Built by `from_config`, which does
     the I/O (node ID from the data directory, random seeds); __init__ does none."""
 
@@ -103,7 +103,7 @@ class Server(ClientBuffers):
         self.node_id = nodeid.reset(path, self.config["port"])
         self.core.set_node_id(self.node_id)
         # Events of the old identity (the jobs RESET dropped) are logged under it.
-        self._drain_job_events()
+        self.drain_job_events()
         if self.event_log is not None:
             self.event_log.set_node_id(self.node_id)
         self.aof.encoder.set_node_name(self.node_id.encode())
@@ -142,70 +142,6 @@ class Server(ClientBuffers):
         self.core.set_memory_limit(
             self.config["maxmemory"], self.config["maxmemory-policy"], self.baseline_memory
         )
-
-    def event_log_dir(self) -> Path | None:
-        """The event-log directory: `event-log` resolved against the data directory."""
-        value = self.config["event-log"]
-        return self.data_dir / value if value else None
-
-    def _configure_event_log(self) -> None:
-        """Open (or switch, or close) the job-event log; ConfigError if unusable."""
-        directory = self.event_log_dir()
-        new_log = None
-        if directory is not None:
-            try:
-                new_log = EventLog(directory, self.node_id, self.event_log_counters)
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot use event-log directory '{directory}': {exc.strerror or exc}"
-                ) from None
-        self._drain_job_events()
-        if self.event_log is not None:
-            self.event_log.flush()
-        self.event_log = new_log
-        self.refresh_event_recording()
-
-    def refresh_event_recording(self) -> None:
-        """Have the core record job events while someone consumes them."""
-        aof = getattr(self, "aof", None)
-        self.core.record_job_events(
-            self.event_log is not None or (aof is not None and aof.wants_events)
-        )
-
-    def refresh_command_table(self) -> None:
-        aof = self.aof
-        if aof.loading:
-            self.commands = gated_table(
-                self.base_commands, lambda command: "l" not in command.flags, LOADING_ERROR
-            )
-        elif aof.failed:
-            self.commands = gated_table(
-                self.base_commands,
-                lambda command: "w" in command.flags or command.name == b"ping",
-                aof.misconf_error(),
-            )
-        else:
-            self.commands = self.base_commands
-
-    def core_clock(self) -> int:
-        self.now = now_ms()
-        return self.now
-
-    def drain_job_events(self) -> None:
-        self._drain_job_events()
-
-    def _drain_job_events(self) -> None:
-        events = self.core.take_job_events()
-        if events:
-            if self.event_log is not None:
-                self.event_log.record_events(events)
-            if self.aof.wants_events:
-                self.aof.feed(events)
-
-    def _flush_event_log(self) -> None:
-        self._event_log_timer = None
-        if self.event_log is not None:
-            self.event_log.flush()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -298,7 +234,7 @@ class Server(ClientBuffers):
             conn.close()
         if self._asyncio_server is not None:
             await self._asyncio_server.wait_closed()
-        self._drain_job_events()
+        self.drain_job_events()
         if self.event_log is not None:
             self.event_log.flush()
         self.aof.close()
@@ -389,7 +325,7 @@ class Server(ClientBuffers):
         while core.replies:
             self._deliver_replies(core.take_replies())
         if core.job_events:
-            self._drain_job_events()
+            self.drain_job_events()
         if core.messages:
             # No cluster transport yet: a single node has nobody to send to.
             log.warning("dropping %d messages for other nodes", len(core.take_messages()))
