@@ -72,7 +72,8 @@ class AofDriver(RewriteMixin):
         self.server = server
         self.encoder = RecordEncoder(server.node_id.encode())
         self.live: AppendFile | None = None
-        self._sync_thread = SyncThread(self._sync_finished)
+        # Started by the first fsync: a node without the AOF runs no thread for it.
+        self._sync_thread: SyncThread | None = None
         self._flush_scheduled = False
         self._cron: object | None = None  # asyncio.TimerHandle
         # always: replies held for the next fsync, for the one running, and those that
@@ -239,6 +240,8 @@ class AofDriver(RewriteMixin):
             # answers must be durable in it too.
             files.append(self.rewrite.file)
 
+        if self._sync_thread is None:
+            self._sync_thread = SyncThread(self._sync_finished)
         self._sync_thread.submit(files, live)
 
     def _sync_finished(self, token: object, exc: BaseException | None) -> None:
@@ -361,7 +364,10 @@ class AofDriver(RewriteMixin):
         self.release(self._inflight)
         self.release(self._stuck)
         self.release(self.waiting)
-        self._sync_thread.stop()
+        if self._sync_thread is not None:
+            self._sync_thread.stop()
+            self._sync_thread = None
+        self._rewrite_executor.shutdown(wait=True)
 
     def info(self) -> dict[str, object]:
         fields: dict[str, object] = {

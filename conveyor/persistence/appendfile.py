@@ -52,8 +52,7 @@ class AppendFile:
 
     def extend(self, records: list[bytes]) -> None:
         self.pending.extend(records)
-        for record in records:
-            self.pending_bytes += len(record)
+        self.pending_bytes += sum(map(len, records))
 
     def flush(self) -> bool:
         """Write what is buffered; True when all of it is in the file (not yet synced)."""

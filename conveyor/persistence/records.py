@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 
-from conveyor.core.codec import NODE_NAME_LEN, JobRecord, encode_job
+from conveyor.core.codec import NODE_NAME_LEN, encode_job
 from conveyor.core.effects import (
     EV_ACKED,
     EV_ADDED,
@@ -54,7 +54,7 @@ _FIELD_MAX = {4: 0xFFFF, 5: 0xFFFFFFFF, 7: 0xFFFFFFFF, 8: 0xFFFFFFFF, 9: 0xFFFF,
 
 def _saturated(fields: list[object]) -> list[object]:
     return [
-        min(value, _FIELD_MAX[index]) if index in _FIELD_MAX else value  # type: ignore[type-var]
+        min(value, _FIELD_MAX[index]) if index in _FIELD_MAX else value  # type: ignore[call-overload]
         for index, value in enumerate(fields)
     ]
 
@@ -165,7 +165,7 @@ class RecordEncoder:
                 # the same batch. (Freed in a later batch, after a cluster's ack GC, it
                 # gets a second DELJOB, which a load ignores.)
                 if acked is None or job not in acked:
-                    append(_DELJOB_HEAD + job.id + b"\r\n")
+                    append(deljob(job.id))
                 if event is EV_ACKED:
                     if acked is None:
                         acked = set()
@@ -173,8 +173,3 @@ class RecordEncoder:
         if added is not None:
             append(encode(added, added_state))
         return out
-
-
-def record_of(record: JobRecord) -> bytes:
-    """A LOADJOB record of an already-built JobRecord (tests, tools)."""
-    return loadjob(encode_job(record))
