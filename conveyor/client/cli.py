@@ -30,7 +30,7 @@ from redis.retry import Retry
 from redis.utils import SENTINEL
 
 from conveyor.client._help import COMMANDS, command_help, general_help, group_help
-from conveyor.protocol.requests import split_args
+from conveyor.protocol.inline import split_args
 
 HISTORY_FILE = ".conveyor_history"
 HISTORY_LENGTH = 1000

@@ -29,7 +29,7 @@ from conveyor.node.directives import (
     RangeError,
     parse_memory,
 )
-from conveyor.protocol.requests import split_args
+from conveyor.protocol.inline import split_args
 
 log = logging.getLogger("conveyor.node")
 

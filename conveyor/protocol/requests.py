@@ -14,6 +14,8 @@ from typing import Any
 
 import hiredis
 
+from conveyor.protocol.inline import split_args
+
 # Redis' own limits: a request line and a bulk may not grow without bound.
 MAX_INLINE_BYTES = 64 * 1024
 DEFAULT_MAX_BULK_BYTES = 512 * 1024 * 1024
@@ -23,84 +25,6 @@ class ProtocolError(Exception):
     """The byte stream can't be parsed; the connection must be closed after replying."""
 
 
-_ESCAPES = {
-    ord("n"): b"\n",
-    ord("r"): b"\r",
-    ord("t"): b"\t",
-    ord("b"): b"\b",
-    ord("a"): b"\a",
-}
-_HEX = b"0123456789abcdefABCDEF"
-
-
-def split_args(line: bytes) -> list[bytes] | None:
-    """Split like Redis' sdssplitargs; None when quotes are unbalanced."""
-    args: list[bytes] = []
-    pos = 0
-    length = len(line)
-    while True:
-        while pos < length and line[pos] in b" \t\r\n\v\f":
-            pos += 1
-        if pos >= length:
-            return args
-        current = bytearray()
-        in_double = in_single = False
-        while True:
-            if in_double:
-                if pos >= length:
-                    return None
-                char = line[pos]
-                if (
-                    char == 92  # backslash
-                    and pos + 3 < length
-                    and line[pos + 1] == ord("x")
-                    and line[pos + 2] in _HEX
-                    and line[pos + 3] in _HEX
-                ):
-                    current.append(int(line[pos + 2 : pos + 4], 16))
-                    pos += 3
-                elif char == 92 and pos + 1 < length:
-                    pos += 1
-                    current += _ESCAPES.get(line[pos], bytes([line[pos]]))
-                elif char == 34:  # closing "
-                    if pos + 1 < length and line[pos + 1] not in b" \t\r\n\v\f":
-                        return None  # the closing quote must be followed by a space
-                    in_double = False
-                    pos += 1
-                    break
-                else:
-                    current.append(char)
-            elif in_single:
-                if pos >= length:
-                    return None
-                char = line[pos]
-                if char == 92 and pos + 1 < length and line[pos + 1] == 39:
-                    pos += 1
-                    current.append(39)
-                elif char == 39:
-                    if pos + 1 < length and line[pos + 1] not in b" \t\r\n\v\f":
-                        return None
-                    in_single = False
-                    pos += 1
-                    break
-                else:
-                    current.append(char)
-            else:
-                if pos >= length:
-                    break
-                char = line[pos]
-                if char in b" \t\r\n\v\f":
-                    break
-                if char == 34:
-                    in_double = True
-                elif char == 39:
-                    in_single = True
-                else:
-                    current.append(char)
-            pos += 1
-        args.append(bytes(current))
-
-
 # -- Request parsing ---------------------------------------------------------------------------
 #
 # Everything a client sends is checked against Redis' limits before it is buffered: a
@@ -108,7 +32,6 @@ def split_args(line: bytes) -> list[bytes] | None:
 # request costs memory in proportion to the bytes actually received, never to the sizes it
 # announces: a 15-byte `*2147483647\r\n` used to make hiredis allocate a list of 2^31 slots
 # up front, and freeing it stalled the node for seconds.
-
 MAX_MULTIBULK_LENGTH = 1024 * 1024
 # Redis 7 allows a client that has not authenticated only small requests, so a stranger
 # cannot make the node hold much: at most 10 arguments, each at most 16 KiB.

@@ -36,7 +36,7 @@ from conveyor.node.cmd_client import (
     protected_action_allowed,
 )
 from conveyor.node.config import Config, ConfigError, quote
-from conveyor.protocol.requests import split_args
+from conveyor.protocol.inline import split_args
 from tests.node.helpers import RawClient, encode_command, error_of, info, strict_client
 from tests.servers import NodeProcess, running_node
 
