@@ -263,8 +263,7 @@ class AofDriver(RewriteMixin):
             if isinstance(exc, OSError):
                 live.last_error = exc
             self._set_failed(True)
-            self._stuck.extend(self._inflight)
-            self._stuck_conns.update(id(conn) for conn, _ in self._inflight)
+            self._hold_stuck(self._inflight)
             self._inflight = []
             self._arm_retry()
             return
@@ -281,14 +280,23 @@ class AofDriver(RewriteMixin):
         # wait for the retry. Replies of other clients held since do not depend on it
         # (write commands are refused with MISCONF meanwhile).
         if not self._stuck:
-            self._stuck, self.waiting[:] = list(self.waiting), []
-            self._stuck_conns = {id(conn) for conn, _ in self._stuck}
+            self._hold_stuck(self.waiting)
+            self.waiting[:] = []
         else:
             free = [item for item in self.waiting if id(item[0]) not in self._stuck_conns]
             self._stuck.extend(item for item in self.waiting if id(item[0]) in self._stuck_conns)
             self.waiting[:] = []
             self.release(free)
         self._arm_retry()
+
+    def _hold_stuck(self, held: list[Held]) -> None:
+        # Their clients are not read until the disk takes the records again: what they
+        # pipeline meanwhile would otherwise queue behind these replies without bound.
+        self._stuck.extend(held)
+        for conn, _ in held:
+            if id(conn) not in self._stuck_conns:
+                self._stuck_conns.add(id(conn))
+                conn.hold_reading(True)
 
     def release(self, held: list[Held]) -> None:
         if not held:
@@ -312,6 +320,8 @@ class AofDriver(RewriteMixin):
         if not failed and self._stuck and self.server.reply_gate is not None:
             # Written again: what was stuck goes with the next fsync, in order.
             self.waiting[:0] = self._stuck
+            for conn in {id(conn): conn for conn, _ in self._stuck}.values():
+                conn.hold_reading(False)
             self._stuck = []
             self._stuck_conns = set()
             self._schedule_flush()

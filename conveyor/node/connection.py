@@ -94,6 +94,7 @@ class Connection(asyncio.Protocol):
         "pending_bytes",
         "protocol",
         "qbuf",
+        "reading_held",
         "server",
         "transport",
         "waiter",
@@ -129,6 +130,8 @@ class Connection(asyncio.Protocol):
         self.obuf = 0  # unsent output, counted while output_backlogged
         self.output_backlogged = False  # between pause_writing and resume_writing
         self.obuf_soft_since_ms = 0  # when obuf went over the soft limit (0: it is not)
+        # Not read while replies it is owed wait for a failing disk (node/aof.py).
+        self.reading_held = False
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -239,7 +242,24 @@ class Connection(asyncio.Protocol):
         self.server.now = now_ms()
         self._run(requests)
         # Reading resumes after the read's last turn (a new turn set next_turn again).
-        if self.next_turn is None and not self.closed and not transport.is_closing():
+        if (
+            self.next_turn is None
+            and not self.reading_held
+            and not self.closed
+            and not transport.is_closing()
+        ):
+            transport.resume_reading()
+
+    def hold_reading(self, held: bool) -> None:
+        """Stop (or go back to) reading this client: its replies wait for the disk, and
+        what it would send meanwhile must not pile up behind them."""
+        self.reading_held = held
+        transport = self.transport
+        if transport is None or self.closed or transport.is_closing():
+            return
+        if held and transport.is_reading():
+            transport.pause_reading()
+        elif not held and self.next_turn is None and not transport.is_reading():
             transport.resume_reading()
 
     def hold(self, request: list[bytes]) -> None:
