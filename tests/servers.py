@@ -26,8 +26,9 @@ class NodeProcess:
         config_file: Path | None = None,
         preexec_fn: Callable[[], None] | None = None,
         wait: bool = True,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = port or free_port()
         self.data_dir = data_dir
         self.log_path = data_dir / "node.log"
         command = [sys.executable, "-m", "conveyor.cli", "server"]

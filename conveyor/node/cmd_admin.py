@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from conveyor.node import info as info_module
 from conveyor.node.cmd_client import auth_failed, protected_action_allowed
 from conveyor.node.directives import DIRECTIVES, PATH_DIRECTIVES, ConfigError
-from conveyor.node.parsing import SYNTAX
+from conveyor.node.parsing import SYNTAX, parse_int
 from conveyor.protocol.resp import (
     OK,
     PONG,
@@ -166,23 +166,13 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
     core = server.core
-    node_id = server.node_id.encode()
+    driver = server.cluster
     if sub == b"myid" and argc == 2:
-        return bulk(node_id)
+        return bulk(driver.membership.name)
     if sub == b"nodes" and argc == 2:
-        flags = "myself,leaving" if core.leaving else "myself"
-        line = f"{server.node_id} :{server.config['port']} {flags} 0 0 connected\n"
-        return bulk(line.encode())
+        return bulk(driver.membership.describe().encode())
     if sub == b"info" and argc == 2:
-        text = (
-            "cluster_state:ok\r\n"
-            "cluster_known_nodes:1\r\n"
-            "cluster_reachable_nodes:0\r\n"
-            "cluster_size:1\r\n"
-            "cluster_stats_messages_sent:0\r\n"
-            "cluster_stats_messages_received:0\r\n"
-        )
-        return bulk(text.encode())
+        return bulk(driver.info_text().encode())
     if sub == b"leaving" and argc in (2, 3):
         if argc == 2:
             return b"+yes\r\n" if core.leaving else b"+no\r\n"
@@ -190,24 +180,46 @@ def cluster(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         if value not in (b"yes", b"no"):
             return error("ERR Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'")
         core.set_leaving(value == b"yes")
+        driver.set_leaving(value == b"yes")
         return OK
     if sub == b"saveconfig" and argc == 2:
+        driver.save_config()
         return OK
     if sub == b"meet" and argc == 4:
-        return error("ERR CLUSTER MEET is not available yet: this node runs as a cluster of one")
+        return _cluster_meet(server, args[2], args[3])
     if sub == b"forget" and argc == 3:
-        if args[2] == node_id:
-            return error("ERR I tried hard but I can't forget myself...")
-        return error(f"ERR Unknown node {args[2].decode(errors='replace')}")
+        return _cluster_forget(server, args[2])
     if sub == b"reset" and argc in (2, 3):
         mode = args[2].lower() if argc == 3 else b"soft"
         if mode not in (b"soft", b"hard"):
             return error(SYNTAX)
         server.core.flush_all(server.now)  # blocked clients get a null reply via the wakeups
         if mode == b"hard":
-            server.reset_node_id()
+            server.reset_node_id()  # forgets the other nodes too
+        else:
+            driver.reset(None)
         return OK
     return error("ERR Wrong CLUSTER subcommand or number of arguments")
+
+
+def _cluster_meet(server: Server, ip: bytes, port_text: bytes) -> bytes:
+    port = parse_int(port_text)
+    if port is None:
+        return error(f"ERR Invalid TCP port specified: {port_text.decode(errors='replace')}")
+    problem = server.cluster.meet(ip.decode(errors="replace"), port)
+    return OK if problem is None else error(f"ERR {problem}")
+
+
+def _cluster_forget(server: Server, name: bytes) -> bytes:
+    membership = server.cluster.membership
+    if len(name) != 40:
+        return error("ERR Invalid node identifier")
+    if name == membership.name:
+        return error("ERR I tried hard but I can't forget myself...")
+    if name not in membership.nodes:
+        return error(f"ERR Unknown node {name.decode(errors='replace')}")
+    server.cluster.forget(name)
+    return OK
 
 
 # -- DEBUG ----------------------------------------------------------------------------------

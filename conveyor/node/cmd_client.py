@@ -169,8 +169,12 @@ def _disque_hello(server: Server, conn: Connection) -> bytes:
         return error(NOAUTH)
     # [version, my id, [id, ip, port, priority] per known node]; port and priority are
     # bulk strings in Disque, and clients parse them as such.
-    port = str(server.config["port"]).encode()
-    return encode([1, server.node_id.encode(), [server.node_id.encode(), b"", port, b"1"]])
+    membership = server.cluster.membership
+    entries: list[object] = [1, membership.name]
+    for node in membership.nodes.values():
+        priority = str(node.hello_priority()).encode()
+        entries.append([node.name, node.ip.encode(), str(node.port).encode(), priority])
+    return encode(entries)
 
 
 def _password_ok(server: Server, user: bytes, password: bytes) -> bool:

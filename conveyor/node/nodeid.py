@@ -82,11 +82,16 @@ def _read_id(path: Path) -> str | None:
 
 def _write_locked(path: Path, node_id: str, port: int) -> int:
     """Put a new file holding `node_id` at `path`, locked before it appears there."""
+    return _write_text_locked(path, f"{node_id} :{port} myself 0 0 connected\n")
+
+
+def _write_text_locked(path: Path, text: str) -> int:
+    """Put a new file holding `text` at `path`, locked before it appears there."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else has it
-        os.write(fd, f"{node_id} :{port} myself 0 0 connected\n".encode())
+        os.write(fd, text.encode())
         os.fsync(fd)
         os.replace(tmp, path)
     except BaseException:
@@ -148,6 +153,18 @@ def _replace(key: Path, fd: int, port: int, stale: int | None = None) -> str:
     for old in {held for held in (fd, stale) if held is not None and held != new_fd}:
         os.close(old)
     return node_id
+
+
+def save(path: Path, text: str) -> None:
+    """Replace the file with `text` (the whole cluster view, `myself` line included),
+    keeping it locked throughout: the new file is locked before the rename."""
+    key = path.resolve()
+    with _guard:
+        new_fd = _write_text_locked(key, text)
+        old = _held.get(key)
+        _held[key] = new_fd
+        if old is not None and old != new_fd:
+            os.close(old)
 
 
 def release(path: Path) -> None:

@@ -28,6 +28,7 @@ from conveyor.node import gc_policy, nodeid
 from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
+from conveyor.node.cluster import ClusterDriver
 from conveyor.node.commands import build_table
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection, now_ms
@@ -89,6 +90,7 @@ class Server(ClientBuffers, JobEventConsumers):
         self.event_log_counters = EventLogCounters()
         self._event_log_timer: asyncio.TimerHandle | None = None
         self._configure_event_log()
+        self.cluster = ClusterDriver(self)
 
     @classmethod
     def from_config(cls, config: Config) -> Server:
@@ -107,6 +109,7 @@ class Server(ClientBuffers, JobEventConsumers):
         if self.event_log is not None:
             self.event_log.set_node_id(self.node_id)
         self.aof.encoder.set_node_name(self.node_id.encode())
+        self.cluster.reset(self.node_id.encode())
 
     def _engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -134,6 +137,8 @@ class Server(ClientBuffers, JobEventConsumers):
             # No password any more: every open connection may do what a logged-in one may.
             for conn in self.clients.values():
                 conn.set_authenticated(True)
+        elif name == "cluster-node-timeout":
+            self.cluster.membership.node_timeout_ms = self.config["cluster-node-timeout"]
         elif name == "proto-max-bulk-len":
             for conn in self.clients.values():
                 conn.parser.max_bulk_bytes = self.config["proto-max-bulk-len"]
@@ -174,6 +179,7 @@ class Server(ClientBuffers, JobEventConsumers):
             except (NotImplementedError, RuntimeError):
                 pass
         await load_at_start(self.aof)
+        await self.cluster.start()
         log.info(
             "Conveyor node %s ready to accept connections on %s:%d",
             self.node_id,
@@ -234,6 +240,7 @@ class Server(ClientBuffers, JobEventConsumers):
             conn.close()
         if self._asyncio_server is not None:
             await self._asyncio_server.wait_closed()
+        await self.cluster.stop()
         self.drain_job_events()
         if self.event_log is not None:
             self.event_log.flush()

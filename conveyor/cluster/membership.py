@@ -1,0 +1,477 @@
+"""Membership and failure detection: who is in the cluster and who answers (sans-IO).
+
+The part of Disque's cluster.c that handles PING, PONG, MEET and FAIL, as a state
+machine: messages, link events and the 10 Hz cron come in with the time (unix ms); what
+the driver must do comes back as a list of actions (send a message, open, rename, move or
+drop the link to a peer). The asyncio driver (conveyor.node.cluster) carries them out on
+a BusTransport; the simulator on its simulated network. No socket, no clock, no asyncio;
+randomness comes from the `random.Random` given.
+
+The rules, as Disque 1.0-rc1 has them (see also the transport's docstring for links):
+- CLUSTER MEET adds a HANDSHAKE node with a random name; its first PONG (on our outbound
+  link) renames it to the sender's name. A MEET from an unknown sender adds the sender
+  as a HANDSHAKE node that we then PING. Handshakes that do not finish in
+  max(node timeout, 1 s) are dropped.
+- Gossip: every PING/PONG/MEET carries max(3, nodes/10) entries about other known
+  nodes, failing ones first; an unknown node in the gossip of a known sender starts a
+  handshake (meet one node, learn all), unless it was forgotten in the last minute.
+- A node whose PING waits for its PONG longer than the node timeout is PFAIL. Gossip
+  entries flagging it PFAIL/FAIL are failure reports, valid for twice the timeout; with
+  reports from a majority (size/2 + 1, counting ourselves) it becomes FAIL, and FAIL is
+  broadcast. FAIL (and PFAIL) clear as soon as the node answers a PING again.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import NamedTuple
+
+from conveyor.cluster.messages import (
+    CLUSTER_OK,
+    NODE_FAIL,
+    NODE_HANDSHAKE,
+    NODE_LEAVING,
+    NODE_MEET,
+    NODE_MYSELF,
+    NODE_NOADDR,
+    NODE_PFAIL,
+    Fail,
+    GossipEntry,
+    Header,
+    Meet,
+    Message,
+    Ping,
+    Pong,
+)
+from conveyor.cluster.nodes import ClusterNode, random_name
+
+CRON_HZ = 10  # Disque's clusterCron runs at hz = 10
+BLACKLIST_TTL_MS = 60_000  # a forgotten node is not re-added from gossip for this long
+FAIL_REPORT_VALIDITY = 2  # failure reports last this many node timeouts
+_UNREACHABLE = NODE_MYSELF | NODE_HANDSHAKE | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
+_MASK32 = 0xFFFFFFFF
+
+
+# -- actions: what the driver does after a call ---------------------------------------------
+class Connect(NamedTuple):
+    """Keep an outbound link to this node (bus port = port + 10000), reconnecting."""
+
+    name: bytes
+    ip: str
+    port: int
+
+
+class Rename(NamedTuple):
+    """The peer known as `old` (a handshake name) is now `new`."""
+
+    old: bytes
+    new: bytes
+
+
+class Move(NamedTuple):
+    """The node's address changed: reconnect there."""
+
+    name: bytes
+    ip: str
+    port: int
+
+
+class ResetLink(NamedTuple):
+    """Drop the outbound link and reconnect (it looks stuck)."""
+
+    name: bytes
+
+
+class Drop(NamedTuple):
+    """No outbound link to this node any more (deleted, forgotten, no address)."""
+
+    name: bytes
+
+
+class Send(NamedTuple):
+    """A message on our outbound link to `name` (not sent if that link is down)."""
+
+    name: bytes
+    message: Message
+
+
+class Reply(NamedTuple):
+    """A message back on the link the message being handled came on (PONG)."""
+
+    message: Message
+
+
+Action = Connect | Rename | Move | ResetLink | Drop | Send | Reply
+
+
+class Membership:
+    def __init__(
+        self, name: bytes, port: int, node_timeout_ms: int, rand: random.Random, now_ms: int
+    ) -> None:
+        self.myself = ClusterNode(name, "", port, NODE_MYSELF, ctime_ms=now_ms)
+        self.nodes: dict[bytes, ClusterNode] = {name: self.myself}
+        self.node_timeout_ms = node_timeout_ms
+        self.rand = rand
+        self.blacklist: dict[bytes, int] = {}  # name -> until when (ms)
+        self.iteration = 0
+        self.config_dirty = False  # nodes.conf should be written
+        self.view_dirty = True  # size or reachability may have changed
+        self.actions: list[Action] = []
+
+    # -- the view the rest of the node reads ----------------------------------------------
+    @property
+    def name(self) -> bytes:
+        return self.myself.name
+
+    def size(self) -> int:
+        """Nodes in the cluster, ourselves included (handshakes are not in it yet)."""
+        return sum(1 for node in self.nodes.values() if not node.flags & NODE_HANDSHAKE)
+
+    def reachable(self) -> list[ClusterNode]:
+        """Other nodes believed up and not leaving: replication targets."""
+        return [node for node in self.nodes.values() if not node.flags & _UNREACHABLE]
+
+    def known(self, name: bytes) -> ClusterNode | None:
+        """A node that may send us job messages: known, handshake done."""
+        node = self.nodes.get(name)
+        if node is None or node.flags & NODE_HANDSHAKE:
+            return None
+        return node
+
+    def describe(self, skip_flags: int = 0) -> str:
+        lines = [n.describe() for n in self.nodes.values() if not n.flags & skip_flags]
+        return "".join(line + "\n" for line in lines)
+
+    def take_actions(self) -> list[Action]:
+        actions, self.actions = self.actions, []
+        return actions
+
+    def _changed(self, config: bool = True) -> None:
+        self.view_dirty = True
+        self.config_dirty = self.config_dirty or config
+
+    # -- commands -------------------------------------------------------------------------
+    def load(self, nodes: list[ClusterNode]) -> None:
+        """Nodes from nodes.conf (parse_nodes_conf): connect to each again."""
+        for node in nodes:
+            if node.flags & NODE_MYSELF:
+                self.myself.ip = node.ip
+                continue
+            self.nodes[node.name] = node
+            if not node.flags & NODE_NOADDR:
+                self.actions.append(Connect(node.name, node.ip, node.port))
+        self._changed(config=False)
+
+    def meet(self, ip: str, port: int, now_ms: int) -> bool:
+        """Start a handshake with ip:port (False: one is already in progress)."""
+        for node in self.nodes.values():
+            if node.flags & NODE_HANDSHAKE and node.ip == ip and node.port == port:
+                return False
+        node = ClusterNode(random_name(), ip, port, NODE_HANDSHAKE | NODE_MEET, ctime_ms=now_ms)
+        self.nodes[node.name] = node
+        self.actions.append(Connect(node.name, ip, port))
+        self._changed()
+        return True
+
+    def forget(self, name: bytes, now_ms: int) -> None:
+        self._delete(self.nodes[name])
+        self.blacklist[name] = now_ms + BLACKLIST_TTL_MS
+
+    def reset(self, new_name: bytes | None) -> None:
+        """CLUSTER RESET: forget every other node; HARD also takes a new name."""
+        for node in [node for node in self.nodes.values() if node is not self.myself]:
+            self._delete(node)
+        self.blacklist.clear()
+        if new_name is not None:
+            del self.nodes[self.myself.name]
+            self.myself.name = new_name
+            self.nodes[new_name] = self.myself
+        self._changed()
+
+    def set_leaving(self, leaving: bool) -> None:
+        if leaving:
+            self.myself.flags |= NODE_LEAVING
+        else:
+            self.myself.flags &= ~NODE_LEAVING
+        self._changed()
+
+    def _delete(self, node: ClusterNode) -> None:
+        del self.nodes[node.name]
+        for other in self.nodes.values():
+            other.fail_reports.pop(node.name, None)
+        self.actions.append(Drop(node.name))
+        self._changed()
+
+    # -- links ----------------------------------------------------------------------------
+    def link_up(self, name: bytes, now_ms: int) -> None:
+        """Our outbound link to `name` connected: MEET or PING first on it."""
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        node.link_up = True
+        node.link_since_ms = now_ms
+        pending = node.ping_sent_ms
+        kind = Meet if node.flags & NODE_MEET else Ping
+        self._ping(node, kind, now_ms)
+        if pending:  # a PING still unanswered on the old link keeps its age
+            node.ping_sent_ms = pending
+        node.flags &= ~NODE_MEET
+        self._changed(config=False)
+
+    def link_down(self, name: bytes, now_ms: int) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        node.link_up = False
+        if node.ping_sent_ms == 0:  # unreachable counts from now towards PFAIL
+            node.ping_sent_ms = now_ms
+        self._changed(config=False)
+
+    # -- messages -------------------------------------------------------------------------
+    def header(self) -> Header:
+        return Header(self.myself.name, self.myself.port, self.myself.flags, CLUSTER_OK)
+
+    def _ping(self, node: ClusterNode, kind: type[Ping | Meet | Pong], now_ms: int) -> None:
+        message = kind(self.header(), self._gossip())
+        if kind is not Pong:
+            if kind is Ping:
+                node.ping_sent_ms = now_ms
+            self.actions.append(Send(node.name, message))
+        else:
+            self.actions.append(Reply(message))
+
+    def _gossip(self) -> tuple[GossipEntry, ...]:
+        nodes = list(self.nodes.values())
+        fresh = len(nodes) - 2
+        wanted = min(max(3, len(nodes) // 10), fresh)
+        chosen: dict[bytes, GossipEntry] = {}
+        tries = wanted * 3
+        while fresh > 0 and len(chosen) < wanted and tries > 0:
+            tries -= 1
+            node = self.rand.choice(nodes)
+            if node is self.myself or node.name in chosen:
+                continue
+            if tries >= wanted * 2 and not node.flags & (NODE_PFAIL | NODE_FAIL):
+                continue  # the first third looks for failing nodes only
+            # Disque also skips nodes without a link, but its link exists while a connect
+            # is in flight (every 100 ms); ours waits out a backoff, and a node that is
+            # down must still be gossiped: that is how failure reports travel.
+            if node.flags & (NODE_HANDSHAKE | NODE_NOADDR):
+                fresh -= 1
+                continue
+            fresh -= 1
+            chosen[node.name] = GossipEntry(
+                node.name,
+                node.ping_sent_ms & _MASK32,
+                node.pong_received_ms & _MASK32,
+                node.ip.encode(),
+                node.port,
+                node.flags,
+            )
+        return tuple(chosen.values())
+
+    def receive(
+        self,
+        message: Message,
+        outbound: bytes | None,
+        remote_ip: str,
+        local_ip: str,
+        now_ms: int,
+    ) -> None:
+        """A PING/PONG/MEET/FAIL read on a link: `outbound` names the peer whose outbound
+        link it came on (None: an inbound link); `remote_ip`/`local_ip` are that socket's."""
+        if isinstance(message, Fail):
+            self._receive_fail(message, now_ms)
+        elif isinstance(message, (Ping, Pong, Meet)):
+            self._receive_gossip(message, outbound, remote_ip, local_ip, now_ms)
+
+    def _receive_fail(self, message: Fail, now_ms: int) -> None:
+        if self.known(message.header.sender) is None:
+            return
+        failing = self.nodes.get(message.nodename)
+        if failing is not None and not failing.flags & (NODE_FAIL | NODE_MYSELF):
+            failing.flags = (failing.flags | NODE_FAIL) & ~NODE_PFAIL
+            failing.fail_time_ms = now_ms
+            self._changed()
+
+    def _receive_gossip(
+        self,
+        message: Ping | Pong | Meet,
+        outbound: bytes | None,
+        remote_ip: str,
+        local_ip: str,
+        now_ms: int,
+    ) -> None:
+        header = message.header
+        sender = self.nodes.get(header.sender)
+        if sender is self.myself:
+            return  # our own name: a link to ourselves, or a clash; nothing to learn
+        if not isinstance(message, Pong):
+            is_meet = isinstance(message, Meet)
+            if (is_meet or not self.myself.ip) and local_ip and local_ip != self.myself.ip:
+                self.myself.ip = local_ip  # how peers reach us, learned from their MEET
+                self._changed()
+            if sender is None and is_meet:
+                node = ClusterNode(
+                    random_name(), remote_ip, header.port, NODE_HANDSHAKE, ctime_ms=now_ms
+                )
+                self.nodes[node.name] = node
+                self.actions.append(Connect(node.name, node.ip, node.port))
+                self._changed()
+            self._ping(self.myself, Pong, now_ms)
+        if outbound is not None:
+            link_node = self.nodes.get(outbound)
+            if link_node is not None:
+                sender = self._check_link_node(link_node, sender, header, remote_ip)
+                if sender is None and link_node.name not in self.nodes:
+                    return
+                if link_node.flags & NODE_NOADDR:
+                    return
+                if isinstance(message, Pong):
+                    self._pong(link_node, now_ms)
+        elif sender is not None and isinstance(message, Ping) and not sender.in_handshake:
+            self._update_address(sender, remote_ip, header.port)
+        if sender is None or sender.in_handshake:
+            return
+        leaving = header.flags & NODE_LEAVING
+        if sender.flags & NODE_LEAVING != leaving:
+            sender.flags = (sender.flags & ~NODE_LEAVING) | leaving
+            self._changed()
+        self._process_gossip(sender, message.gossip, now_ms)
+
+    def _check_link_node(
+        self, link_node: ClusterNode, sender: ClusterNode | None, header: Header, remote_ip: str
+    ) -> ClusterNode | None:
+        """The node our outbound link belongs to answered: finish its handshake, or find
+        that someone else answers at that address. Returns the sender as now known."""
+        if link_node.in_handshake:
+            if sender is not None:  # we knew it already, under its real name
+                self._update_address(sender, remote_ip, header.port)
+                self._delete(link_node)
+                return None
+            del self.nodes[link_node.name]
+            self.actions.append(Rename(link_node.name, header.sender))
+            link_node.name = header.sender
+            link_node.flags &= ~NODE_HANDSHAKE
+            self.nodes[header.sender] = link_node
+            self._changed()
+            return link_node
+        if link_node.name != header.sender:
+            link_node.flags |= NODE_NOADDR
+            link_node.ip, link_node.port, link_node.link_up = "", 0, False
+            self.actions.append(Drop(link_node.name))
+            self._changed()
+        return sender
+
+    def _update_address(self, node: ClusterNode, ip: str, port: int) -> None:
+        if node.ip == ip and node.port == port:
+            return
+        was_noaddr = node.flags & NODE_NOADDR
+        node.ip, node.port = ip, port
+        node.flags &= ~NODE_NOADDR
+        node.link_up = False
+        self.actions.append((Connect if was_noaddr else Move)(node.name, ip, port))
+        self._changed()
+
+    def _pong(self, node: ClusterNode, now_ms: int) -> None:
+        node.pong_received_ms = now_ms
+        node.ping_sent_ms = 0
+        if node.flags & (NODE_PFAIL | NODE_FAIL):
+            node.flags &= ~(NODE_PFAIL | NODE_FAIL)
+            self._changed()
+
+    def _process_gossip(
+        self, sender: ClusterNode, gossip: tuple[GossipEntry, ...], now_ms: int
+    ) -> None:
+        for entry in gossip:
+            node = self.nodes.get(entry.nodename)
+            if node is None:
+                if not entry.flags & NODE_NOADDR and not self._blacklisted(entry.nodename, now_ms):
+                    self.meet(entry.address, entry.port, now_ms)
+                continue
+            if node is not self.myself:
+                if entry.flags & (NODE_FAIL | NODE_PFAIL):
+                    node.fail_reports[sender.name] = now_ms
+                    self._mark_failing_if_needed(node, now_ms)
+                else:
+                    node.fail_reports.pop(sender.name, None)
+            if node.flags & (NODE_FAIL | NODE_PFAIL) and (
+                node.ip != entry.address or node.port != entry.port
+            ):
+                self.meet(entry.address, entry.port, now_ms)
+
+    def _blacklisted(self, name: bytes, now_ms: int) -> bool:
+        until = self.blacklist.get(name)
+        if until is not None and until < now_ms:
+            del self.blacklist[name]
+            return False
+        return until is not None
+
+    def _mark_failing_if_needed(self, node: ClusterNode, now_ms: int) -> None:
+        if not node.flags & NODE_PFAIL or node.flags & NODE_FAIL:
+            return
+        oldest = now_ms - self.node_timeout_ms * FAIL_REPORT_VALIDITY
+        for reporter in [r for r, at in node.fail_reports.items() if at < oldest]:
+            del node.fail_reports[reporter]
+        if len(node.fail_reports) + 1 < self.size() // 2 + 1:
+            return
+        node.flags = (node.flags | NODE_FAIL) & ~NODE_PFAIL
+        node.fail_time_ms = now_ms
+        self.broadcast(Fail(self.header(), node.name))
+        self._changed()
+
+    def broadcast(self, message: Message) -> None:
+        """To every node with a link, handshakes excepted (clusterBroadcastMessage)."""
+        for node in self.nodes.values():
+            if node.link_up and not node.flags & (NODE_MYSELF | NODE_HANDSHAKE):
+                self.actions.append(Send(node.name, message))
+
+    # -- the cron -------------------------------------------------------------------------
+    def cron(self, now_ms: int) -> None:
+        """Ten times a second: handshake timeouts, PINGs, PFAIL (clusterCron)."""
+        self.iteration += 1
+        timeout = self.node_timeout_ms
+        handshake_timeout = max(timeout, 1000)
+        for node in list(self.nodes.values()):
+            if node.in_handshake and now_ms - node.ctime_ms > handshake_timeout:
+                self._delete(node)
+        if self.iteration % CRON_HZ == 0:
+            self._ping_oldest(now_ms)
+        for node in self.nodes.values():
+            if node.flags & (NODE_MYSELF | NODE_NOADDR | NODE_HANDSHAKE):
+                continue
+            if not node.link_up and not node.ping_sent_ms:
+                node.ping_sent_ms = now_ms  # cannot connect: unanswered from now on
+            waiting = node.ping_sent_ms and node.pong_received_ms < node.ping_sent_ms
+            if (
+                node.link_up
+                and waiting
+                and now_ms - node.link_since_ms > timeout
+                and now_ms - node.ping_sent_ms > timeout // 2
+            ):
+                node.link_up = False  # the link looks stuck: a new one
+                self.actions.append(ResetLink(node.name))
+            if node.link_up and not node.ping_sent_ms:
+                if now_ms - node.pong_received_ms > timeout // 2:
+                    self._ping(node, Ping, now_ms)
+                continue
+            if node.ping_sent_ms and now_ms - node.ping_sent_ms > timeout:
+                if not node.flags & (NODE_PFAIL | NODE_FAIL):
+                    node.flags |= NODE_PFAIL
+                    self._changed(config=False)
+                self._mark_failing_if_needed(node, now_ms)
+
+    def _ping_oldest(self, now_ms: int) -> None:
+        """Once a second: PING the one of five random nodes that answered longest ago."""
+        nodes = list(self.nodes.values())
+        oldest: ClusterNode | None = None
+        for _ in range(5):
+            node = self.rand.choice(nodes)
+            if not node.link_up or node.ping_sent_ms:
+                continue
+            if node.flags & (NODE_MYSELF | NODE_HANDSHAKE):
+                continue
+            if oldest is None or node.pong_received_ms < oldest.pong_received_ms:
+                oldest = node
+        if oldest is not None:
+            self._ping(oldest, Ping, now_ms)

@@ -1,0 +1,241 @@
+"""The node's side of the cluster: the bus transport and membership, carried out in asyncio.
+
+`ClusterDriver` owns a `BusTransport` listening on the client port + 10000 and the
+sans-IO `Membership`: it feeds membership the bus's messages and link events and a
+10 Hz cron, carries out the actions it returns, keeps nodes.conf written, and tells the
+core how big the cluster is and how many nodes it can reach (the default replication
+level and ADDJOB's NOREPL check follow from that).
+
+When the bus port cannot be opened (taken, or past 65535) the node still serves clients
+as a cluster of one, and says why in the log and in CLUSTER MEET's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from conveyor.cluster.membership import (
+    CRON_HZ,
+    Action,
+    Connect,
+    Drop,
+    Membership,
+    Move,
+    Rename,
+    Reply,
+    ResetLink,
+    Send,
+)
+from conveyor.cluster.messages import GOSSIP_CLASSES, NODE_HANDSHAKE, Fail, Message
+from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
+from conveyor.cluster.transport import BusTransport
+from conveyor.node import nodeid
+from conveyor.node.connection import now_ms
+
+if TYPE_CHECKING:
+    from conveyor.cluster.link import BusLink
+    from conveyor.node.server import Server
+
+log = logging.getLogger("conveyor.cluster")
+
+BUS_PORT_OFFSET = 10000
+MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
+
+
+class ClusterDriver:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        config = server.config
+        self.membership = Membership(
+            server.node_id.encode(),
+            config["port"],
+            config["cluster-node-timeout"],
+            random.Random(),
+            now_ms(),
+        )
+        self.bus: BusTransport | None = None
+        self.bus_error: str | None = None
+        self.messages_sent = 0
+        self.messages_received = 0
+        self._cron: asyncio.TimerHandle | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.server.data_dir / self.server.config["cluster-config-file"]
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._load_nodes_conf()
+        config = self.server.config
+        host = (config["bind"].split() or ["127.0.0.1"])[0]
+        bus_port = config["port"] + BUS_PORT_OFFSET
+        if bus_port > 65535:
+            self.bus_error = f"the bus port {bus_port} is past 65535 (client port + 10000)"
+        else:
+            bus = BusTransport(
+                bus_port,
+                self._on_message,
+                host=host,
+                on_link_up=self._on_link_up,
+                on_link_down=self._on_link_down,
+            )
+            try:
+                await bus.start()
+                self.bus = bus
+            except OSError as exc:
+                self.bus_error = f"the bus could not listen on {host}:{bus_port}: {exc.strerror}"
+        if self.bus_error is not None:
+            log.warning("Cluster bus disabled, running as a cluster of one: %s", self.bus_error)
+        self._run_actions(None)
+
+    async def stop(self) -> None:
+        if self._cron is not None:
+            self._cron.cancel()
+            self._cron = None
+        self.save_config()
+        if self.bus is not None:
+            await self.bus.close()
+            self.bus = None
+
+    def _load_nodes_conf(self) -> None:
+        try:
+            text = self.config_path.read_text()
+            nodes = parse_nodes_conf(text, now_ms())
+        except (OSError, UnicodeDecodeError, NodesConfError) as exc:
+            log.warning("Cluster config %s not loaded: %s", self.config_path, exc)
+            return
+        self.membership.load(nodes)
+        others = len(self.membership.nodes) - 1
+        if others:
+            log.info("Cluster config loaded: %d other node(s)", others)
+
+    def save_config(self) -> None:
+        membership = self.membership
+        membership.config_dirty = False
+        try:
+            nodeid.save(self.config_path, membership.describe(skip_flags=NODE_HANDSHAKE))
+        except OSError as exc:
+            log.warning("Could not save the cluster config %s: %s", self.config_path, exc)
+
+    # -- the cron ------------------------------------------------------------------------------
+    # A cluster of one has nothing to ping: an idle lone node does not wake up at all.
+    def _schedule_cron(self) -> None:
+        if self._cron is None and self.bus is not None and len(self.membership.nodes) > 1:
+            loop = asyncio.get_running_loop()
+            self._cron = loop.call_later(1 / CRON_HZ, self._tick)
+
+    def _tick(self) -> None:
+        self._cron = None
+        try:
+            self.membership.cron(now_ms())
+            self._run_actions(None)
+        finally:
+            self._schedule_cron()
+
+    # -- bus callbacks ---------------------------------------------------------------------------
+    def _on_link_up(self, link: BusLink) -> None:
+        if link.peer is not None and isinstance(link.peer.key, bytes):
+            self.membership.link_up(link.peer.key, now_ms())
+            self._run_actions(link)
+
+    def _on_link_down(self, link: BusLink, reason: str) -> None:
+        if link.peer is not None and isinstance(link.peer.key, bytes):
+            self.membership.link_down(link.peer.key, now_ms())
+            self._run_actions(None)
+
+    def _on_message(self, link: BusLink, message: Message) -> None:
+        self.messages_received += 1
+        if isinstance(message, (*GOSSIP_CLASSES, Fail)):
+            outbound = link.peer.key if link.peer is not None else None
+            remote_ip = link.remote[0] if link.remote else ""
+            local_ip = link.local[0] if link.local else ""
+            self.membership.receive(
+                message,
+                outbound if isinstance(outbound, bytes) else None,
+                remote_ip,
+                local_ip,
+                now_ms(),
+            )
+            self._run_actions(link)
+        # Job messages (REPLJOB, GOTJOB, ...) come with replication.
+
+    def _run_actions(self, link: BusLink | None) -> None:
+        membership = self.membership
+        for action in membership.take_actions():
+            self._run(action, link)
+        if membership.view_dirty:
+            membership.view_dirty = False
+            self.server.core.set_cluster_view(membership.size(), len(membership.reachable()))
+        if membership.config_dirty:
+            self.save_config()
+        self._schedule_cron()
+
+    def _run(self, action: Action, link: BusLink | None) -> None:
+        bus = self.bus
+        if isinstance(action, Reply):
+            if link is not None and link.send(action.message):
+                self.messages_sent += 1
+            return
+        if bus is None:
+            return
+        if isinstance(action, Send):
+            if bus.send(action.name, action.message):
+                self.messages_sent += 1
+        elif isinstance(action, Connect):
+            bus.connect(action.name, (action.ip, action.port + BUS_PORT_OFFSET))
+        elif isinstance(action, Rename):
+            if bus.peer(action.old) is not None:
+                bus.rename(action.old, action.new)
+        elif isinstance(action, Move):
+            if bus.peer(action.name) is not None:
+                bus.move(action.name, (action.ip, action.port + BUS_PORT_OFFSET))
+            else:
+                bus.connect(action.name, (action.ip, action.port + BUS_PORT_OFFSET))
+        elif isinstance(action, ResetLink):
+            if bus.peer(action.name) is not None:
+                bus.reset(action.name, "no PONG for half the node timeout")
+        elif isinstance(action, Drop):
+            bus.forget(action.name)
+
+    # -- commands --------------------------------------------------------------------------------
+    def meet(self, ip_text: str, port: int) -> str | None:
+        """CLUSTER MEET: None, or the error text."""
+        try:
+            ip = str(ipaddress.ip_address(ip_text))
+        except ValueError:
+            return f"Invalid node address specified: {ip_text}:{port}"
+        if not 0 < port <= MAX_CLIENT_PORT:
+            return f"Invalid node address specified: {ip_text}:{port}"
+        if self.bus is None:
+            return f"the cluster bus is not running: {self.bus_error or 'node stopping'}"
+        self.membership.meet(ip, port, now_ms())
+        self._run_actions(None)
+        return None
+
+    def forget(self, name: bytes) -> None:
+        self.membership.forget(name, now_ms())
+        self._run_actions(None)
+
+    def reset(self, new_name: bytes | None) -> None:
+        self.membership.reset(new_name)
+        self._run_actions(None)
+
+    def set_leaving(self, leaving: bool) -> None:
+        self.membership.set_leaving(leaving)
+        self._run_actions(None)
+
+    def info_text(self) -> str:
+        membership = self.membership
+        return (
+            "cluster_state:ok\r\n"
+            f"cluster_known_nodes:{len(membership.nodes)}\r\n"
+            f"cluster_reachable_nodes:{len(membership.reachable())}\r\n"
+            f"cluster_size:{membership.size()}\r\n"
+            f"cluster_stats_messages_sent:{self.messages_sent}\r\n"
+            f"cluster_stats_messages_received:{self.messages_received}\r\n"
+        )
