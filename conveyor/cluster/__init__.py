@@ -8,6 +8,7 @@ Must not touch: client connections and sockets (the protocol and node packages o
 or job state directly. The core decides what happens to a job; this package carries the
 messages that make other nodes learn of it and brings their messages back to the core.
 
-Built so far: the codec, sans-IO (no sockets, no asyncio, no clock). A node still answers
-CLUSTER commands as a cluster of one.
+Built so far: the codec, the transport and membership (`nodes`, `membership`: sans-IO,
+no sockets, no asyncio, no clock; driven by conveyor.node.cluster). Nodes form a cluster
+with Conveyor and C Disque nodes alike; jobs are not replicated yet.
 """

@@ -6,6 +6,9 @@ sans-IO `Membership`: it feeds membership the bus's messages and link events and
 core how big the cluster is and how many nodes it can reach (the default replication
 level and ADDJOB's NOREPL check follow from that).
 
+Replication is not built yet: jobs stay on the node that took them, and the core
+still sees a cluster of one (REPLICATE > 1 gets -NOREPL, the default stays 1).
+
 When the bus port cannot be opened (taken, or past 65535) the node still serves clients
 as a cluster of one, and says why in the log and in CLUSTER MEET's error.
 """
@@ -168,9 +171,10 @@ class ClusterDriver:
         membership = self.membership
         for action in membership.take_actions():
             self._run(action, link)
-        if membership.view_dirty:
-            membership.view_dirty = False
-            self.server.core.set_cluster_view(membership.size(), len(membership.reachable()))
+        # The core keeps seeing a cluster of one until replication is built: its default
+        # REPLICATE (min(3, size)) would otherwise promise copies nobody makes. Then
+        # core.set_cluster_view(membership.size(), len(membership.reachable())) goes here.
+        membership.view_dirty = False
         if membership.config_dirty:
             self.save_config()
         self._schedule_cron()
