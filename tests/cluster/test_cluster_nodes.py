@@ -60,6 +60,17 @@ def all_healthy(nodes: list[NodeProcess]) -> bool:
     return True
 
 
+def form(base: Path, cluster: list[NodeProcess], count: int) -> None:
+    """Start `count` nodes into `cluster`, each MEETing the first, and wait until all
+    know all."""
+    cluster.extend(start(base, index) for index in range(count))
+    for node in cluster[1:]:
+        assert (
+            node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", cluster[0].port) == b"OK"
+        )
+    wait_for(lambda: all_healthy(cluster), f"{count} nodes know each other")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
     nodes: list[NodeProcess] = []
@@ -69,11 +80,8 @@ def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
 
 
 def test_meet_one_node_and_all_learn_all(tmp_path: Path, cluster: list[NodeProcess]) -> None:
-    cluster.extend(start(tmp_path, index) for index in range(4))
+    form(tmp_path, cluster, 4)
     hub = cluster[0]
-    for node in cluster[1:]:
-        assert node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", hub.port) == b"OK"
-    wait_for(lambda: all_healthy(cluster), "4 nodes know each other")
     for node in cluster:
         info = node.client().execute_command("CLUSTER", "INFO").decode()
         assert "cluster_known_nodes:4\r\n" in info
@@ -97,10 +105,7 @@ def test_meet_one_node_and_all_learn_all(tmp_path: Path, cluster: list[NodeProce
 def test_two_of_five_killed_are_marked_fail_and_cleared_after_restart(
     tmp_path: Path, cluster: list[NodeProcess]
 ) -> None:
-    cluster.extend(start(tmp_path, index) for index in range(5))
-    for node in cluster[1:]:
-        node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", cluster[0].port)
-    wait_for(lambda: all_healthy(cluster), "5 nodes know each other")
+    form(tmp_path, cluster, 5)
     dead = cluster[3:]
     for node in dead:
         node.process.kill()
@@ -126,10 +131,7 @@ def test_two_of_five_killed_are_marked_fail_and_cleared_after_restart(
 def test_nodes_conf_keeps_the_cluster_across_a_restart(
     tmp_path: Path, cluster: list[NodeProcess]
 ) -> None:
-    cluster.extend(start(tmp_path, index) for index in range(3))
-    for node in cluster[1:]:
-        node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", cluster[0].port)
-    wait_for(lambda: all_healthy(cluster), "3 nodes know each other")
+    form(tmp_path, cluster, 3)
     assert cluster[1].client().execute_command("CLUSTER", "SAVECONFIG") == b"OK"
     conf = (tmp_path / "node1" / "nodes.conf").read_text().splitlines()
     assert len(conf) == 3 and sum(" myself " in line for line in conf) == 1
@@ -167,10 +169,7 @@ def test_cluster_command_errors(tmp_path: Path, cluster: list[NodeProcess]) -> N
 def test_forget_drops_the_node_and_reset_drops_all(
     tmp_path: Path, cluster: list[NodeProcess]
 ) -> None:
-    cluster.extend(start(tmp_path, index) for index in range(3))
-    for node in cluster[1:]:
-        node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", cluster[0].port)
-    wait_for(lambda: all_healthy(cluster), "3 nodes know each other")
+    form(tmp_path, cluster, 3)
     victim = cluster[2].client().execute_command("CLUSTER", "MYID").decode()
     assert cluster[0].client().execute_command("CLUSTER", "FORGET", victim) == b"OK"
     time.sleep(2 * NODE_TIMEOUT_MS / 1000)  # gossip from the others must not bring it back

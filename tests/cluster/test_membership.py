@@ -110,12 +110,18 @@ class Net:
         return self.members[index].nodes[name(of + 1)].flags
 
 
-def test_meet_renames_the_handshake_node_and_gossip_teaches_the_rest() -> None:
-    net = Net(4)
-    for index in (1, 2, 3):
+def formed(count: int, settle_ms: int = 2000) -> Net:
+    """`count` nodes, each MEETing node 0, settled for `settle_ms`."""
+    net = Net(count)
+    for index in range(1, count):
         assert net.members[index].meet("127.0.0.1", 7000, net.now)
         net.run(index)
-    net.tick(3000)
+    net.tick(settle_ms)
+    return net
+
+
+def test_meet_renames_the_handshake_node_and_gossip_teaches_the_rest() -> None:
+    net = formed(4, 3000)
     for member in net.members:
         assert sorted(member.nodes) == [name(i) for i in range(1, 5)]
         assert member.size() == 4
@@ -159,11 +165,7 @@ def test_meet_from_an_unknown_sender_adds_it_and_answers_pong() -> None:
 
 
 def test_pfail_after_the_timeout_then_fail_by_majority_then_cleared() -> None:
-    net = Net(5)
-    for index in (1, 2, 3, 4):
-        net.members[index].meet("127.0.0.1", 7000, net.now)
-        net.run(index)
-    net.tick(3000)
+    net = formed(5, 3000)
     net.kill(3)
     net.kill(4)
     net.tick(900)
@@ -209,11 +211,7 @@ def test_pfail_alone_is_not_fail_without_reports() -> None:
 
 
 def test_fail_message_from_a_known_node_marks_the_node() -> None:
-    net = Net(3)
-    for index in (1, 2):
-        net.members[index].meet("127.0.0.1", 7000, net.now)
-        net.run(index)
-    net.tick(2000)
+    net = formed(3)
     fail = Fail(net.members[1].header(), name(3))
     net.members[0].receive(fail, None, "127.0.0.1", "127.0.0.1", net.now)
     assert net.flags(0, 2) & NODE_FAIL
@@ -223,11 +221,7 @@ def test_fail_message_from_a_known_node_marks_the_node() -> None:
 
 
 def test_forgotten_nodes_are_not_relearned_from_gossip_for_a_minute() -> None:
-    net = Net(3)
-    for index in (1, 2):
-        net.members[index].meet("127.0.0.1", 7000, net.now)
-        net.run(index)
-    net.tick(2000)
+    net = formed(3)
     net.members[0].forget(name(3), net.now)
     net.run(0)
     net.tick(5000)
@@ -250,11 +244,7 @@ def test_a_link_answered_by_another_name_flags_the_node_noaddr() -> None:
 
 
 def test_nodes_conf_round_trip_and_errors() -> None:
-    net = Net(3)
-    for index in (1, 2):
-        net.members[index].meet("127.0.0.1", 7000, net.now)
-        net.run(index)
-    net.tick(2000)
+    net = formed(3)
     text = net.members[0].describe(skip_flags=NODE_HANDSHAKE)
     nodes = parse_nodes_conf(text, T0)
     assert sorted(n.name for n in nodes) == [name(1), name(2), name(3)]
