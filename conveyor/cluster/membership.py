@@ -24,8 +24,17 @@ The rules, as Disque 1.0-rc1 has them (see also the transport's docstring for li
 from __future__ import annotations
 
 import random
-from typing import NamedTuple
 
+from conveyor.cluster.actions import (
+    Action,
+    Connect,
+    Drop,
+    Move,
+    Rename,
+    Reply,
+    ResetLink,
+    Send,
+)
 from conveyor.cluster.messages import (
     CLUSTER_OK,
     NODE_FAIL,
@@ -50,58 +59,6 @@ BLACKLIST_TTL_MS = 60_000  # a forgotten node is not re-added from gossip for th
 FAIL_REPORT_VALIDITY = 2  # failure reports last this many node timeouts
 _UNREACHABLE = NODE_MYSELF | NODE_HANDSHAKE | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
 _MASK32 = 0xFFFFFFFF
-
-
-# -- actions: what the driver does after a call ---------------------------------------------
-class Connect(NamedTuple):
-    """Keep an outbound link to this node (bus port = port + 10000), reconnecting."""
-
-    name: bytes
-    ip: str
-    port: int
-
-
-class Rename(NamedTuple):
-    """The peer known as `old` (a handshake name) is now `new`."""
-
-    old: bytes
-    new: bytes
-
-
-class Move(NamedTuple):
-    """The node's address changed: reconnect there."""
-
-    name: bytes
-    ip: str
-    port: int
-
-
-class ResetLink(NamedTuple):
-    """Drop the outbound link and reconnect (it looks stuck)."""
-
-    name: bytes
-
-
-class Drop(NamedTuple):
-    """No outbound link to this node any more (deleted, forgotten, no address)."""
-
-    name: bytes
-
-
-class Send(NamedTuple):
-    """A message on our outbound link to `name` (not sent if that link is down)."""
-
-    name: bytes
-    message: Message
-
-
-class Reply(NamedTuple):
-    """A message back on the link the message being handled came on (PONG)."""
-
-    message: Message
-
-
-Action = Connect | Rename | Move | ResetLink | Drop | Send | Reply
 
 
 class Membership:

@@ -22,18 +22,8 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from conveyor.cluster.membership import (
-    CRON_HZ,
-    Action,
-    Connect,
-    Drop,
-    Membership,
-    Move,
-    Rename,
-    Reply,
-    ResetLink,
-    Send,
-)
+from conveyor.cluster.actions import Action, Connect, Drop, Move, Rename, Reply, ResetLink, Send
+from conveyor.cluster.membership import CRON_HZ, Membership
 from conveyor.cluster.messages import GOSSIP_CLASSES, NODE_HANDSHAKE, Fail, Message
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
 from conveyor.cluster.transport import BusTransport

@@ -10,15 +10,8 @@ import random
 
 import pytest
 
-from conveyor.cluster.membership import (
-    BLACKLIST_TTL_MS,
-    Connect,
-    Drop,
-    Membership,
-    Rename,
-    Reply,
-    Send,
-)
+from conveyor.cluster.actions import Connect, Drop, Rename, Reply, Send
+from conveyor.cluster.membership import BLACKLIST_TTL_MS, Membership
 from conveyor.cluster.messages import (
     NODE_FAIL,
     NODE_HANDSHAKE,

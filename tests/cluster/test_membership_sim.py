@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import random
 
-from conveyor.cluster.membership import Send
+from conveyor.cluster.actions import Send
 from conveyor.cluster.messages import NODE_FAIL, NODE_HANDSHAKE, NODE_PFAIL
 from tests.cluster.test_membership import TIMEOUT, Net, name
 
