@@ -142,6 +142,16 @@ def test_nodes_conf_keeps_the_cluster_across_a_restart(
     assert cluster[1].client().execute_command("CLUSTER", "MYID") == my_id
     wait_for(lambda: all_healthy(cluster), "the restarted node is back in")
 
+    def linked_again() -> bool:  # its outbound links up again, and both others answered
+        client = cluster[1].client()
+        text = client.execute_command("CLUSTER", "NODES").decode()
+        lines = [line.split() for line in text.splitlines() if "myself" not in line]
+        info = client.execute_command("CLUSTER", "INFO").decode()
+        received = int(info.split("cluster_stats_messages_received:")[1].split()[0])
+        return len(lines) == 2 and all(w[5] == "connected" for w in lines) and received >= 2
+
+    wait_for(linked_again, "the restarted node linked to both others")
+
 
 def test_cluster_command_errors(tmp_path: Path, cluster: list[NodeProcess]) -> None:
     cluster.append(start(tmp_path, 0))
