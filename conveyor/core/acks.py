@@ -52,3 +52,7 @@ class AcksMixin(CoreState):
         holders = job.nodes_delivered
         if holders is None or not holders or holders == (self.node_name,):
             self._free(job, now_ms, EV_RELEASED)
+
+    def release_acked(self, job: Job, now_ms: int) -> None:
+        """Ack GC is done (every holder confirmed): let the ACKED job go."""
+        self._free(job, now_ms, EV_RELEASED)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # released (after an ack), expired, deleted or evicted. The counters in the event are
 # the job's after the change (a "nacked" event counts that NACK).
 EV_ADDED = "added"
+EV_REPLICATED = "replicated"  # a job added in wait-repl reached its replication level
 EV_IMPORTED = "imported"
 EV_QUEUED = "queued"
 EV_DELIVERED = "delivered"
@@ -51,6 +52,7 @@ _ANY_HELD = frozenset((WAIT_REPL, ACTIVE, QUEUED, ACKED))
 # event -> (states it may follow, state after it); GONE before "added" means unknown.
 TRANSITIONS: dict[str, tuple[frozenset[int], int | None]] = {
     EV_ADDED: (frozenset((GONE,)), None),  # ACTIVE, or WAIT_REPL while replicating
+    EV_REPLICATED: (frozenset((WAIT_REPL,)), ACTIVE),
     EV_IMPORTED: (frozenset((GONE,)), None),  # the state the record brought
     EV_QUEUED: (frozenset((ACTIVE,)), QUEUED),
     EV_REQUEUED: (frozenset((ACTIVE,)), QUEUED),

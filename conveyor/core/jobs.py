@@ -17,10 +17,19 @@ from conveyor.core.effects import (
     EV_EXPIRED,
     EV_IMPORTED,
     EV_QUEUED,
+    EV_REPLICATED,
     WokenGetJob,
 )
 from conveyor.core.errors import CommandError
-from conveyor.core.job import ACTIVE, DELETED, DELIVERED, QUEUED, QUEUED_ONCE, Job
+from conveyor.core.job import (
+    ACTIVE,
+    DELETED,
+    DELIVERED,
+    QUEUED,
+    QUEUED_ONCE,
+    WAIT_REPL,
+    Job,
+)
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.state import (
     DEFAULT_TTL_S,
@@ -56,7 +65,9 @@ class JobsMixin(CoreState):
             retry_s = min(ttl_s // 10, MAX_DEFAULT_RETRY_S) or 1
         return ttl_s, retry_s
 
-    def _add_job(self, args: AddJobArgs, ttl_s: int, retry_s: int, now_ms: int) -> Job:
+    def _add_job(
+        self, args: AddJobArgs, ttl_s: int, retry_s: int, now_ms: int, wait_repl: bool = False
+    ) -> Job:
         queue = self.queues.get(args.queue)
         if args.maxlen is not None and queue is not None and queue.count >= args.maxlen:
             raise CommandError(errors.MAXLEN)
@@ -73,13 +84,30 @@ class JobsMixin(CoreState):
             retry_s,
             now_ms,
         )
+        if wait_repl:
+            # Held, not queued, until enough nodes confirmed their copy (`replicated`);
+            # only its TTL can end it meanwhile.
+            job.state = WAIT_REPL
+            self._changed(EV_ADDED, job, now_ms)
+            self.timers.file_job(job, job.etime, now_ms)
+            return job
         self._changed(EV_ADDED, job, now_ms)
-        if args.delay_s:
-            job.qtime = now_ms + args.delay_s * 1000
+        self._schedule_first_queueing(job, now_ms)
+        return job
+
+    def _schedule_first_queueing(self, job: Job, now_ms: int) -> None:
+        if job.delay:
+            job.qtime = now_ms + job.delay * 1000
             self.timers.file_job(job, job.qtime, now_ms)
         else:
             self._enqueue(job, now_ms)
-        return job
+
+    def replicated(self, job: Job, now_ms: int) -> None:
+        """A job held in wait-repl reached its replication level: active, and queued now
+        or after its DELAY (counted from now, as Disque does)."""
+        job.state = ACTIVE
+        self._changed(EV_REPLICATED, job, now_ms)
+        self._schedule_first_queueing(job, now_ms)
 
     def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
         """ADDJOB with no options: the producer hot path, same outcome as add_job."""

@@ -62,7 +62,9 @@ class NodeCore(Engine):
         return min(self.cluster_size, 3)
 
     # -- commands ---------------------------------------------------------------------------
-    def add_job(self, args: AddJobArgs, now_ms: int) -> Job:
+    def add_job(self, args: AddJobArgs, now_ms: int, wait_repl: bool = False) -> Job:
+        """ADDJOB. With `wait_repl` the job is held in wait-repl (not queued) until the
+        cluster's replication calls `replicated`."""
         repl = args.repl
         if repl is None:
             args.repl = repl = self.default_repl()
@@ -73,7 +75,7 @@ class NodeCore(Engine):
                 raise CommandError(errors.NOREPL_LEAVING)
         elif repl - 1 > self.reachable_nodes:
             raise CommandError(errors.NOREPL_LEVEL)
-        return self._add_job(args, ttl_s, retry_s, now_ms)
+        return self._add_job(args, ttl_s, retry_s, now_ms, wait_repl)
 
     def get_job(self, args: GetJobArgs, token: Any, now_ms: int) -> list[Job] | Waiter:
         """GETJOB: the jobs taken, or the Waiter the client now blocks on."""

@@ -6,8 +6,9 @@ sans-IO `Membership`: it feeds membership the bus's messages and link events and
 core how big the cluster is and how many nodes it can reach (the default replication
 level and ADDJOB's NOREPL check follow from that).
 
-Replication is not built yet: jobs stay on the node that took them, and the core
-still sees a cluster of one (REPLICATE > 1 gets -NOREPL, the default stays 1).
+It also runs replication (conveyor.cluster.replication): ADDJOB in a cluster of more
+than one node comes here (`add_job`), job messages from the bus go there, and a 50 ms
+timer runs while synchronous ADDJOBs wait for their copies.
 
 When the bus port cannot be opened (taken, or past 65535) the node still serves clients
 as a cluster of one, and says why in the log and in CLUSTER MEET's error.
@@ -22,22 +23,45 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from conveyor.cluster.acks import AckGC
 from conveyor.cluster.actions import Action, Connect, Drop, Move, Rename, Reply, ResetLink, Send
 from conveyor.cluster.membership import CRON_HZ, Membership
-from conveyor.cluster.messages import GOSSIP_CLASSES, NODE_HANDSHAKE, Fail, Message
+from conveyor.cluster.messages import (
+    GOSSIP_CLASSES,
+    NODE_HANDSHAKE,
+    DelJob,
+    Fail,
+    GotAck,
+    GotJob,
+    Message,
+    ReplJob,
+    SetAck,
+)
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
+from conveyor.cluster.replication import EXTRA_TARGET_MS, Replication
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
 from conveyor.node.connection import now_ms
 
 if TYPE_CHECKING:
     from conveyor.cluster.link import BusLink
+    from conveyor.core.args import AddJobArgs
+    from conveyor.node.connection import Connection
     from conveyor.node.server import Server
 
 log = logging.getLogger("conveyor.cluster")
 
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
+
+
+class ReplicationWait:
+    """What a client blocked in a synchronous ADDJOB waits on (its `waiter`)."""
+
+    __slots__ = ("job_id",)
+
+    def __init__(self, job_id: bytes) -> None:
+        self.job_id = job_id
 
 
 class ClusterDriver:
@@ -53,6 +77,9 @@ class ClusterDriver:
         )
         self.bus: BusTransport | None = None
         self.bus_error: str | None = None
+        self.replication = Replication(server.core, self.membership, random.Random())
+        self.acks = AckGC(server.core, self.membership, self.replication, random.Random())
+        self._repl_timer: asyncio.TimerHandle | None = None
         self.messages_sent = 0
         self.messages_received = 0
         self._cron: asyncio.TimerHandle | None = None
@@ -87,6 +114,9 @@ class ClusterDriver:
         self._run_actions(None)
 
     async def stop(self) -> None:
+        if self._repl_timer is not None:
+            self._repl_timer.cancel()
+            self._repl_timer = None
         if self._cron is not None:
             self._cron.cancel()
             self._cron = None
@@ -125,8 +155,11 @@ class ClusterDriver:
     def _tick(self) -> None:
         self._cron = None
         try:
-            self.membership.cron(now_ms())
+            now = now_ms()
+            self.membership.cron(now)
+            self.acks.tick(now)
             self._run_actions(None)
+            self.server.after_io()
         finally:
             self._schedule_cron()
 
@@ -155,16 +188,33 @@ class ClusterDriver:
                 now_ms(),
             )
             self._run_actions(link)
-        # Job messages (REPLJOB, GOTJOB, ...) come with replication.
+            return
+        if self.membership.known(message.header.sender) is None:
+            return  # job messages only from nodes past their handshake, as Disque
+        now = now_ms()
+        replication = self.replication
+        if isinstance(message, ReplJob):
+            replication.receive_repljob(message, now)
+        elif isinstance(message, GotJob):
+            replication.receive_gotjob(message, now)
+        elif isinstance(message, DelJob):
+            replication.receive_deljob(message, now)
+        elif isinstance(message, SetAck):
+            self.acks.receive_setack(message, now)
+        elif isinstance(message, GotAck):
+            self.acks.receive_gotack(message, now)
+        else:
+            return
+        self._run_actions(None)
+        self.server.after_io()
 
     def _run_actions(self, link: BusLink | None) -> None:
         membership = self.membership
         for action in membership.take_actions():
             self._run(action, link)
-        # The core keeps seeing a cluster of one until replication is built: its default
-        # REPLICATE (min(3, size)) would otherwise promise copies nobody makes. Then
-        # core.set_cluster_view(membership.size(), len(membership.reachable())) goes here.
-        membership.view_dirty = False
+        if membership.view_dirty:
+            membership.view_dirty = False
+            self.server.core.set_cluster_view(membership.size(), len(membership.reachable()))
         if membership.config_dirty:
             self.save_config()
         self._schedule_cron()
@@ -210,6 +260,46 @@ class ClusterDriver:
         self.membership.meet(ip, port, now_ms())
         self._run_actions(None)
         return None
+
+    def add_job(self, conn: Connection, args: AddJobArgs) -> bytes | None:
+        """ADDJOB with other nodes around: the reply, or None while the client waits for
+        its job's copies (it is then blocked, like a GETJOB)."""
+        now = self.server.now
+        job, answered = self.replication.add_job(args, conn, now)
+        self._run_actions(None)
+        if answered:
+            return b"+%s\r\n" % job.id
+        conn.waiter = ReplicationWait(job.id)  # type: ignore[assignment]
+        self._arm_replication_timer()
+        return None
+
+    def _arm_replication_timer(self) -> None:
+        if self._repl_timer is None and self.replication.pending:
+            loop = asyncio.get_running_loop()
+            self._repl_timer = loop.call_later(EXTRA_TARGET_MS / 1000, self._replication_tick)
+
+    def _replication_tick(self) -> None:
+        self._repl_timer = None
+        server = self.server
+        server.now = now_ms()
+        self.replication.tick(server.now)
+        self._run_actions(None)
+        server.after_io()
+        self._arm_replication_timer()
+
+    def ack(self, ids: list[bytes]) -> int:
+        known = self.acks.ack(ids, self.server.now)
+        self._run_actions(None)
+        return known
+
+    def fast_ack(self, ids: list[bytes]) -> int:
+        freed = self.acks.fast_ack(ids, self.server.now)
+        self._run_actions(None)
+        return freed
+
+    def client_gone(self, wait: ReplicationWait) -> None:
+        self.replication.client_gone(wait.job_id, now_ms())
+        self._run_actions(None)
 
     def forget(self, name: bytes) -> None:
         self.membership.forget(name, now_ms())

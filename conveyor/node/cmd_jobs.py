@@ -95,8 +95,11 @@ def parse_addjob(args: list[bytes]) -> AddJobArgs:
     )
 
 
-def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
     core = server.core
+    if core.cluster_size > 1:
+        # Copies on other nodes first; None: the client waits for them (blocked).
+        return server.cluster.add_job(conn, parse_addjob(args))
     if len(args) == 4 and args[3] == b"0":
         return b"+" + core.add_default_job(args[1], args[2], server.now).id + b"\r\n"
     job = core.add_job(parse_addjob(args), server.now)
@@ -160,10 +163,16 @@ def _count_reply(
 
 
 def ackjob(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    if server.core.cluster_size > 1:
+        check_ids(args[1:])
+        return integer(server.cluster.ack(args[1:]))
     return _count_reply(server, args[1:], NodeCore.ack)
 
 
 def fastack(server: Server, conn: Connection, args: list[bytes]) -> bytes:
+    if server.core.cluster_size > 1:
+        check_ids(args[1:])
+        return integer(server.cluster.fast_ack(args[1:]))
     return _count_reply(server, args[1:], NodeCore.fast_ack)
 
 

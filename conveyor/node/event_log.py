@@ -43,6 +43,7 @@ from conveyor.core.effects import (
     EV_NACKED,
     EV_QUEUED,
     EV_RELEASED,
+    EV_REPLICATED,
     EV_REQUEUED,
     JobEvent,
 )
@@ -75,6 +76,7 @@ EVENTS = (
     EV_EVICTED,
     EV_DEQUEUED,
     EV_IMPORTED,
+    EV_REPLICATED,
 )
 _EVENT_JSON = {event: b'","event":"%s","id":"' % event.encode() for event in EVENTS}
 

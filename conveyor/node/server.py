@@ -28,7 +28,7 @@ from conveyor.node import gc_policy, nodeid
 from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
-from conveyor.node.cluster import ClusterDriver
+from conveyor.node.cluster import ClusterDriver, ReplicationWait
 from conveyor.node.commands import build_table
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection, now_ms
@@ -262,9 +262,13 @@ class Server(ClientBuffers, JobEventConsumers):
     def client_disconnected(self, conn: Connection) -> None:
         self.clients.pop(conn.id, None)
         self._forget_buffers(conn)
-        if conn.waiter is not None:
-            self.core.unblock(conn.waiter, self.now)
+        waiter = conn.waiter
+        if waiter is not None:
             conn.waiter = None
+            if isinstance(waiter, ReplicationWait):
+                self.cluster.client_gone(waiter)
+            else:
+                self.core.unblock(waiter, self.now)
         conn.pending.clear()
 
     # -- commands ----------------------------------------------------------------------------
@@ -363,6 +367,8 @@ class Server(ClientBuffers, JobEventConsumers):
                     conn.write(encode_getjob_reply(jobs, waiter.with_counters))
             else:
                 conn = effect.token
+                if isinstance(conn.waiter, ReplicationWait):
+                    conn.waiter = None  # its ADDJOB is answered: the client goes on
                 value = effect.value
                 conn.write(error(value.message) if isinstance(value, CommandError) else value)
             if conn.pending:

@@ -20,10 +20,12 @@ from conveyor.core.effects import (
     EV_DELETED,
     EV_EVICTED,
     EV_EXPIRED,
+    EV_IMPORTED,
     EV_QUEUED,
+    EV_REPLICATED,
     JobEvent,
 )
-from conveyor.core.job import ACTIVE, DELIVERED, QUEUED, QUEUED_ONCE, Job
+from conveyor.core.job import ACTIVE, DELIVERED, QUEUED, QUEUED_ONCE, WAIT_REPL, Job
 from conveyor.core.records import job_record
 
 _LOADJOB_HEAD = b"*2\r\n$7\r\nLOADJOB\r\n"
@@ -136,12 +138,13 @@ class RecordEncoder:
     def from_events(self, events: Iterable[JobEvent]) -> list[bytes]:
         """The records a batch of job events writes, in order.
 
-        A job added in this batch is written with the state it had when its ADDJOB
-        finished: the core reports "added" and, for a job queued at once, "queued" right
-        after it, so the LOADJOB waits one event. Flags and counters are read now, which
-        for a job added and delivered in the same batch includes DELIVERED (it then
-        reloads as delivered, the safe side). This runs once per ADDJOB: plain locals
-        and identity tests, no per-batch dicts.
+        A job added in this batch (or replicated to here, or become active once its
+        synchronous replication completed; a job still in wait-repl is not written) is
+        written with the state it had when its ADDJOB finished: the core reports "added"
+        and, for a job queued at once, "queued" right after it, so the LOADJOB waits one
+        event. Flags and counters are read now, which for a job added and delivered in
+        the same batch includes DELIVERED (it then reloads as delivered, the safe side).
+        This runs once per ADDJOB: plain locals and identity tests, no per-batch dicts.
         """
         out: list[bytes] = []
         append = out.append
@@ -157,7 +160,9 @@ class RecordEncoder:
                     continue
                 append(encode(added, added_state))
                 added = None
-            if event is EV_ADDED:
+            if event is EV_ADDED or event is EV_REPLICATED or event is EV_IMPORTED:
+                if state == WAIT_REPL:
+                    continue  # written once replicated: a job the client was not told of
                 added = job
                 added_state = state
             elif event in _FREEING:

@@ -1,0 +1,199 @@
+"""Replication: a job's copies on other nodes, made before ADDJOB answers (sans-IO).
+
+The steps of seed 000's replication state machine and Disque's job.c/cluster.c:
+- ADDJOB with REPLICATE n > 1 keeps the job in wait-repl, sends REPLJOB to n-1 random
+  reachable nodes and blocks the client; each copy is confirmed by a GOTJOB. With n
+  confirmations (ourselves included) the job becomes active and is queued (or waits its
+  DELAY) and the client gets its ID. Every 50 ms while short, one more node is added to
+  the targets and REPLJOB goes again to every target (each learns the others). At the
+  ADDJOB timeout the client gets -NOREPL and the copies are deleted (DELJOB, best
+  effort); a job whose TTL ends first gets Disque's "removed (expired?)" NOREPL.
+- ASYNC (and a job replicated with the client gone) sends REPLJOB with NOREPLY; the
+  job is queued at once.
+- A REPLJOB received is a copy to keep, active (not queued), with its nodes; answered
+  with GOTJOB even when the copy was already here (GOTJOBs get lost too). Not taken
+  when leaving or when the queue is paused for input.
+- DELJOB deletes a copy.
+
+Replies owed to clients go to the core's reply effects (`Reply(token, ...)`), messages
+to other nodes to membership's actions (`Send`), so both drivers carry them out as they
+do the rest. No socket, no clock: the time comes in.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor.cluster.actions import Send
+from conveyor.cluster.membership import Membership
+from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, GotJob, Header, ReplJob
+from conveyor.core.args import AddJobArgs
+from conveyor.core.effects import Reply
+from conveyor.core.errors import CommandError
+from conveyor.core.job import DELETED, WAIT_REPL, Job
+from conveyor.core.node import NodeCore
+from conveyor.core.queue import PAUSE_IN
+from conveyor.core.records import job_record
+
+EXTRA_TARGET_MS = 50  # while short of copies, one more target this often
+NOREPL_TIMEOUT = "NOREPL Timeout reached before replicating to the requested number of nodes"
+NOREPL_EXPIRED = "NOREPL job removed (expired?) before the requested replication level was achieved"
+
+
+@dataclass(slots=True)
+class PendingAdd:
+    """A synchronous ADDJOB waiting for its copies."""
+
+    job: Job
+    token: Any  # the client to answer
+    deadline_ms: int  # 0: no timeout
+    next_target_ms: int
+
+
+class Replication:
+    def __init__(self, core: NodeCore, membership: Membership, rand: random.Random) -> None:
+        self.core = core
+        self.membership = membership
+        self.rand = rand
+        self.pending: dict[bytes, PendingAdd] = {}
+
+    # -- ADDJOB ---------------------------------------------------------------------------
+    def add_job(self, args: AddJobArgs, token: Any, now_ms: int) -> tuple[Job, bool]:
+        """ADDJOB in a cluster: the job, and whether the client is answered now
+        (REPLICATE 1, ASYNC) or once the copies are confirmed (a Reply effect then).
+        CommandError as the core raises it (NOREPL when too few nodes are reachable)."""
+        core = self.core
+        if args.repl is None:
+            args.repl = core.default_repl()
+        synchronous = args.repl > 1 and not args.asynchronous
+        job = core.add_job(args, now_ms, wait_repl=synchronous)
+        if args.repl == 1:
+            return job, True
+        me = self.membership.name
+        targets = self._pick(args.repl - 1, exclude=(me,))
+        job.nodes_delivered = (me, *targets)
+        if not synchronous:
+            self._send_copies(job, targets, now_ms, noreply=True)
+            return job, True
+        job.nodes_confirmed = (me,)
+        deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
+        self.pending[job.id] = PendingAdd(job, token, deadline, now_ms + EXTRA_TARGET_MS)
+        self._send_copies(job, targets, now_ms, noreply=False)
+        return job, False
+
+    def _pick(self, count: int, exclude: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        names = [node.name for node in self.membership.reachable() if node.name not in exclude]
+        return tuple(self.rand.sample(names, min(count, len(names))))
+
+    def _send_copies(
+        self, job: Job, targets: tuple[bytes, ...], now_ms: int, noreply: bool
+    ) -> None:
+        record = job_record(job, self.membership.name, now_ms, for_bus=True)
+        header = self.membership.header()
+        if noreply:
+            header = header._replace(mflags=MFLAG_NOREPLY)
+        message = ReplJob(header, (record,))
+        actions = self.membership.actions
+        for name in targets:
+            actions.append(Send(name, message))
+
+    def client_gone(self, job_id: bytes, now_ms: int) -> None:
+        """The client of a synchronous ADDJOB left: forget the job, as Disque does."""
+        pending = self.pending.pop(job_id, None)
+        if pending is not None and pending.job.state == WAIT_REPL:
+            self._delete_everywhere(pending.job, now_ms)
+
+    def _delete_everywhere(self, job: Job, now_ms: int) -> None:
+        me = self.membership.name
+        message = DelJob(self.membership.header(), job.id)
+        for name in job.nodes_delivered or ():
+            if name != me:
+                self.membership.actions.append(Send(name, message))
+        self.core.del_jobs([job.id], now_ms)
+
+    # -- the 50 ms tick -------------------------------------------------------------------
+    def tick(self, now_ms: int) -> None:
+        for job_id, pending in list(self.pending.items()):
+            job = pending.job
+            if job.state == DELETED:  # its TTL ended (or it was deleted) first
+                del self.pending[job_id]
+                self._answer(pending, CommandError(NOREPL_EXPIRED))
+            elif pending.deadline_ms and now_ms >= pending.deadline_ms:
+                del self.pending[job_id]
+                self._delete_everywhere(job, now_ms)
+                self._answer(pending, CommandError(NOREPL_TIMEOUT))
+            elif now_ms >= pending.next_target_ms:
+                pending.next_target_ms = now_ms + EXTRA_TARGET_MS
+                self._add_target(job, now_ms)
+
+    def _add_target(self, job: Job, now_ms: int) -> None:
+        delivered = job.nodes_delivered or (self.membership.name,)
+        extra = self._pick(1, exclude=delivered)
+        job.nodes_delivered = delivered = delivered + extra
+        unconfirmed = tuple(n for n in delivered if n not in (job.nodes_confirmed or ()))
+        self._send_copies(job, unconfirmed, now_ms, noreply=False)
+
+    def _answer(self, pending: PendingAdd, value: bytes | CommandError) -> None:
+        self.core.replies.append(Reply(pending.token, value))
+
+    def next_tick_ms(self) -> int | None:
+        if not self.pending:
+            return None
+        return min(p.next_target_ms for p in self.pending.values())
+
+    # -- bus messages ---------------------------------------------------------------------
+    def receive_repljob(self, message: ReplJob, now_ms: int) -> None:
+        core = self.core
+        header = message.header
+        if len(message.jobs) != 1 or core.leaving:
+            return
+        record = message.jobs[0]
+        queue = core.queues.get(record.queue)
+        if queue is not None and queue.pause & PAUSE_IN:
+            return
+        known = core.jobs.get(record.id)
+        if known is None:
+            job = core.import_job(record, now_ms, etime_relative=True)
+            if job is None:
+                return  # already expired
+            job.nodes_delivered = self._known(record.nodes)
+        elif known.nodes_delivered is not None:
+            merged = dict.fromkeys(known.nodes_delivered + self._known(record.nodes))
+            known.nodes_delivered = tuple(merged)
+        if not header.mflags & MFLAG_NOREPLY:
+            self.membership.actions.append(
+                Send(header.sender, GotJob(self.membership.header(), record.id))
+            )
+
+    def _known(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        # Names this node does not know are dropped (Disque does the same).
+        nodes = self.membership.nodes
+        return tuple(name for name in names if name in nodes)
+
+    def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
+        job = self.core.jobs.get(message.id)
+        if job is None or job.state != WAIT_REPL:
+            return
+        confirmed = job.nodes_confirmed or ()
+        sender = message.header.sender
+        if sender not in confirmed:
+            job.nodes_confirmed = confirmed = (*confirmed, sender)
+        if len(confirmed) >= job.repl:
+            self.achieved(job, now_ms)
+
+    def achieved(self, job: Job, now_ms: int) -> None:
+        """Enough copies (or another node acked it already): active, client answered."""
+        self.core.replicated(job, now_ms)
+        pending = self.pending.pop(job.id, None)
+        if pending is not None:
+            self._answer(pending, b"+%s\r\n" % job.id)
+
+    def receive_deljob(self, message: DelJob, now_ms: int) -> None:
+        job = self.core.jobs.get(message.id)
+        if job is not None and job.id not in self.pending:
+            self.core.del_jobs([job.id], now_ms)
+
+    def header(self) -> Header:
+        return self.membership.header()
