@@ -97,13 +97,20 @@ def _text(value: Any) -> str:
 
 @router.get("/dead-letters", response_model=schemas.DeadLetters, tags=["dead letters"])
 def dead_letters(
-    count: int = Query(100, ge=1, le=DEAD_LETTER_PEEK), c: Console = Depends(console)
+    count: int = Query(100, ge=1, le=DEAD_LETTER_PEEK),
+    search: str = Query("", max_length=200),
+    c: Console = Depends(console),
 ) -> dict[str, Any]:
-    """The dead-letter queue (config `deadletter-queue`): its length and oldest jobs."""
+    """The dead-letter queue (config `deadletter-queue`): its length and oldest jobs;
+    `search` keeps those whose ID or body contains it (among the oldest 1000)."""
     queue, limit = _dead_letter_config(c)
     if queue is None:
         return {"queue": None, "max_deliveries": limit, "length": 0, "jobs": []}
-    jobs = c.gateway.call("qpeek", queue, count)
+    needle = search.strip().lower()
+    jobs = c.gateway.call("qpeek", queue, DEAD_LETTER_PEEK if needle else count)
+    if needle:
+        found = [j for j in jobs if needle in f"{j.id} {_text(j.body)}".lower()]
+        jobs = found[:count]
     return {
         "queue": queue,
         "max_deliveries": limit,

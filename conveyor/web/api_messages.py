@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -14,13 +13,23 @@ from fastapi.responses import PlainTextResponse
 
 from conveyor.client import ConveyorError
 from conveyor.web import schemas, workdirs
+from conveyor.web.attachments import Stored
 from conveyor.web.config import Principal
-from conveyor.web.console import Console, check_name, console, message_url, principal, show_doc
+from conveyor.web.console import (
+    Console,
+    base_url,
+    check_name,
+    console,
+    message_url,
+    principal,
+    show_doc,
+)
 from conveyor.web.gateway import ApiError, api_error_from
 from conveyor.web.ids import MsgId, QueueName
-from conveyor.worker.envelope import MAX_ATTACHMENT_BYTES, Attachment, Envelope
+from conveyor.worker.envelope import Attachment, Envelope
 from conveyor.worker.queuedir import QueueConfig
 from conveyor.worker.service import add_message
+from conveyor.worker.webhooks import check_url
 
 router = APIRouter(tags=["messages"])
 MAX_LOG_READ = 4 * 1024 * 1024
@@ -34,24 +43,45 @@ def queue_config(c: Console, queue: str) -> QueueConfig:
     return config
 
 
-def new_attachment(name: str, data: bytes) -> Attachment:
-    if not name or "/" in name or name.startswith(".") or len(name) > 255 or "\0" in name:
-        raise ApiError(400, "bad_attachment", f"attachment name not allowed: {name[:80]!r}")
-    if len(data) > MAX_ATTACHMENT_BYTES:
-        raise ApiError(413, "too_large", f"attachment {name!r} is over {MAX_ATTACHMENT_BYTES}")
-    return Attachment(name, data, hashlib.md5(data).hexdigest())
+def attachment_url(request: Request, c: Console, aid: str) -> str:
+    return base_url(request, c.config) + f"/attachments/{aid}"
+
+
+def reference(request: Request, c: Console, stored: Stored) -> Attachment:
+    """What the job carries for a stored file: name, MD5, size and where to fetch it."""
+    url = attachment_url(request, c, stored.id)
+    return Attachment(stored.name, b"", stored.md5, url, stored.size)
+
+
+def stored_ref(request: Request, c: Console, aid: str, name: str | None) -> Attachment:
+    """An attachment uploaded before (POST /api/v1/attachments) by its ID."""
+    meta = c.attachment_store().meta(aid)
+    if meta is None:
+        raise ApiError(404, "no_attachment", f"no stored attachment {aid!r}")
+    stored = Stored(aid, name or str(meta.get("name")), str(meta["md5"]), int(meta["size"]))
+    return reference(request, c, stored)
+
+
+def webhook_url(text: str | None) -> str:
+    if not text:
+        return ""
+    try:
+        return check_url(text)
+    except ValueError as exc:
+        raise ApiError(400, "bad_webhook", str(exc)) from None
 
 
 def enqueue(
-    c: Console, queue: str, params: dict[str, str], due: int, attachments: list[Attachment]
-) -> str:
+    c: Console, queue: str, params: dict[str, str], due: int, attachments: list[Attachment],
+    webhook: str = "",
+) -> str:  # fmt: skip
     """A new message on a script queue, exactly as `conveyor queue add` makes one."""
     config = queue_config(c, queue)
-    envelope = Envelope({k: v for k, v in params.items() if v}, attachments)
-    return _add(c, config, envelope, due)
+    envelope = Envelope({k: v for k, v in params.items() if v}, attachments, webhook=webhook)
+    return add_envelope(c, config, envelope, due)
 
 
-def _add(c: Console, config: QueueConfig, envelope: Envelope, due: int) -> str:
+def add_envelope(c: Console, config: QueueConfig, envelope: Envelope, due: int) -> str:
     try:
         return add_message(c.gateway.client, config, envelope, due)
     except ConveyorError as exc:
@@ -72,7 +102,7 @@ def rerun(c: Console, queue: str, msg_id: str, who: Principal) -> str:
     except ValueError as exc:
         raise ApiError(409, "bad_message", f"msg.json cannot be re-run: {exc}") from None
     envelope.count = 0
-    new_id = _add(c, config, envelope, 0)
+    new_id = add_envelope(c, config, envelope, 0)
     workdirs.note_rerun(config, msg_id, new_id)
     return new_id
 
@@ -109,16 +139,24 @@ def list_messages(
 def add(
     queue: QueueName, message: schemas.NewMessage, request: Request, c: Console = Depends(console)
 ) -> dict[str, Any]:
-    """Enqueue a message on a script queue: params, a due time, attachments (base64)."""
+    """Enqueue a message on a script queue: params, a due time, attachments (small ones as
+    base64 `data`, any size as the `ref` of an upload to /attachments), a webhook."""
+    queue_config(c, queue)  # 404 before anything is stored
+    webhook = webhook_url(message.webhook)
     attachments = []
     for item in message.attachments:
+        if isinstance(item, schemas.StoredRef):
+            attachments.append(stored_ref(request, c, item.ref, item.name))
+            continue
         try:
             data = base64.b64decode(item.data, validate=True)
         except (binascii.Error, ValueError):
             raise ApiError(400, "bad_attachment", f"{item.name!r}: not base64") from None
-        attachments.append(new_attachment(item.name, data))
+        store = c.attachment_store()
+        stored = store.save_bytes(item.name, data, c.config.max_attachment_bytes)
+        attachments.append(reference(request, c, stored))
     params = {str(k): v for k, v in message.params.items()}
-    msg_id = enqueue(c, queue, params, message.due, attachments)
+    msg_id = enqueue(c, queue, params, message.due, attachments, webhook)
     return {"id": msg_id, "queue": queue, "url": message_url(request, c.config, queue, msg_id)}
 
 

@@ -21,7 +21,19 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match, Mount, Route
 
 from conveyor import __version__
-from conveyor.web import api_jobs, api_messages, api_queues, events, metrics, pages, rq_routes
+from conveyor.web import (
+    api_attachments,
+    api_errors,
+    api_jobs,
+    api_messages,
+    api_ops,
+    api_queues,
+    events,
+    metrics,
+    pages,
+    pages_ops,
+    rq_routes,
+)
 from conveyor.web.config import WebConfig
 from conveyor.web.console import Console
 from conveyor.web.gateway import ApiError
@@ -132,10 +144,11 @@ def create_fastapi(config: WebConfig, the_console: Console | None = None) -> Fas
     app.state.console = the_console or Console.create(config)
     app.state.templates = make_environment()
     _install_handlers(app)
-    for module in (api_queues, api_jobs, api_messages):
+    for module in (api_queues, api_jobs, api_messages, api_attachments, api_errors, api_ops):
         app.include_router(module.router, prefix=API_PREFIX, responses=_ERRORS)
+    app.include_router(api_attachments.files)
     # The RQ routes first: `/q/<queue>/<id>.json` must win over the message page.
-    for module in (rq_routes, metrics, events, pages):
+    for module in (rq_routes, metrics, events, pages_ops, pages):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app

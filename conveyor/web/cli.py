@@ -31,6 +31,11 @@ from conveyor.web.config import WebConfigError, load_config
     type=click.Path(file_okay=False, path_type=Path),
     help="A queue directory, or a directory of them, whose messages to show (repeatable).",
 )
+@click.option(
+    "--data-dir",
+    default=None,
+    help="Attachments are stored under DIR/attachments [default: the node's dir, if local].",
+)
 @click.option("--addr", default=None, help="Address to listen on [default: 127.0.0.1].")
 @click.option("--port", default=None, type=int, help="Port to listen on [default: 3333].")
 @click.option(
@@ -41,6 +46,7 @@ def web(
     nodes: str | None,
     config_path: Path | None,
     queues_dirs: tuple[Path, ...],
+    data_dir: str | None,
     addr: str | None,
     port: int | None,
     node_password: str | None,
@@ -55,6 +61,7 @@ def web(
             port=port,
             node_password=node_password,
             queues_dirs=[str(d) for d in queues_dirs] or None,
+            data_dir=data_dir,
         )
     except WebConfigError as exc:
         raise click.ClickException(str(exc)) from None

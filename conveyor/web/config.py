@@ -2,7 +2,8 @@
 
 RQ's keys (`env`, `host`, `port`, `addr`, `tmpdir`, `relative_root`, `basic_auth`,
 `allow_new_queue`) keep their meaning, so an RQ config.json loads unchanged. Conveyor adds
-`nodes`, `node_password`, `queues_dirs`, `api_tokens`, `read_only` and `secret_key`.
+`nodes`, `node_password`, `queues_dirs`, `api_tokens`, `read_only`, `secret_key`,
+`data_dir` (attachments are stored under it) and `max_attachment_mb`.
 Command-line options override the file.
 """
 
@@ -31,6 +32,8 @@ _KNOWN_KEYS = frozenset(
         "api_tokens",
         "read_only",
         "secret_key",
+        "data_dir",
+        "max_attachment_mb",
     }
 )
 _MIN_TOKEN_CHARS = 16
@@ -70,6 +73,10 @@ class WebConfig:
     queues_dirs: list[Path] = field(default_factory=list)
     # Signs CSRF tokens. Random per process unless set, so tokens die with a restart.
     secret_key: str = field(default_factory=lambda: secrets.token_hex(32))
+    # Attachments go to <data_dir>/attachments; None: the node's own `dir` when the node
+    # runs on this host (see Console.attachment_store).
+    data_dir: Path | None = None
+    max_attachment_bytes: int = 4096 * 1024 * 1024
 
     @property
     def auth_enabled(self) -> bool:
@@ -127,6 +134,12 @@ def _from_doc(doc: dict[str, Any]) -> WebConfig:
     config.queues_dirs = [Path(d) for d in dirs]
     if doc.get("secret_key"):
         config.secret_key = _text(doc, "secret_key", "")
+    if doc.get("data_dir") not in (None, ""):
+        config.data_dir = Path(_text(doc, "data_dir", "")).expanduser()
+    size = doc.get("max_attachment_mb", 4096)
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1024 * 1024:
+        raise ValueError("'max_attachment_mb' must be a whole number of megabytes, 1..1048576")
+    config.max_attachment_bytes = size * 1024 * 1024
     return config
 
 

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import Request
 
+from conveyor.web.attachments import AttachmentStore
 from conveyor.web.config import Principal, WebConfig
 from conveyor.web.gateway import ApiError, Gateway
 from conveyor.web.sampler import Sampler
 from conveyor.web.workdirs import QueueDirs
 
 MAX_NAME = 1024  # bytes in a queue name the console passes on; the node has its own limits
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+_STORE_RETRY_S = 10.0
 
 
 @dataclass
@@ -26,6 +32,9 @@ class Console:
     dirs: QueueDirs
     sampler: Sampler
     registry: Any = None  # /metrics' prometheus registry, made on the first scrape
+    _store: AttachmentStore | None = None
+    _store_error: tuple[float, str] | None = None
+    _store_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def create(cls, config: WebConfig) -> Console:
@@ -35,6 +44,39 @@ class Console:
 
     def close(self) -> None:
         self.gateway.close()
+
+    def attachment_store(self) -> AttachmentStore:
+        """The store under `data_dir`, or else under the node's `dir` when the first node
+        runs on this host (as `make run` starts them); 409 when there is neither."""
+        with self._store_lock:
+            if self._store is not None:
+                return self._store
+            if self._store_error and time.monotonic() - self._store_error[0] < _STORE_RETRY_S:
+                raise ApiError(409, "no_attachment_store", self._store_error[1])
+            try:
+                self._store = AttachmentStore(self._data_dir() / "attachments")
+            except (ApiError, OSError) as exc:
+                text = exc.message if isinstance(exc, ApiError) else f"data dir: {exc}"
+                self._store_error = (time.monotonic(), text)
+                raise ApiError(409, "no_attachment_store", text) from None
+            return self._store
+
+    def _data_dir(self) -> Path:
+        if self.config.data_dir is not None:
+            return self.config.data_dir
+        host = self.config.nodes[0].rsplit(":", 1)[0]
+        if host not in _LOCAL_HOSTS:
+            raise ApiError(409, "no_attachment_store", "attachments need data_dir in config")
+        reply = self.gateway.call("execute_command", "CONFIG", "GET", "dir")
+        # A map in RESP3, a flat [name, value] array in RESP2.
+        flat = reply if isinstance(reply, list) and len(reply) % 2 == 0 else []
+        pairs = reply if isinstance(reply, dict) else dict(zip(flat[::2], flat[1::2], strict=True))
+        value = pairs.get(b"dir", pairs.get("dir"))
+        if value is not None:
+            path = Path(value.decode() if isinstance(value, bytes) else str(value))
+            if path.is_dir():
+                return path
+        raise ApiError(409, "no_attachment_store", "the node's dir is not on this host")
 
 
 def console(request: Request) -> Console:

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from conveyor.web import views, workdirs
+from conveyor.web import pages_ops, views, workdirs
 from conveyor.web.ansi import AnsiRenderer
 from conveyor.web.console import Console, console
 from conveyor.web.gateway import ApiError
@@ -151,3 +151,39 @@ def message_events(
         return events + follower.poll()
 
     return _response(request, build)
+
+
+def _fragments_stream(
+    request: Request, c: Console, names: dict[str, str], context: Callable[[], dict[str, Any]]
+) -> StreamingResponse:
+    env = request.app.state.templates
+    base = views.base_context(c, request)
+
+    def build() -> Events:
+        return [("fragments", views.fragments(env, names, {**base, **context()}))]
+
+    return _response(request, build)
+
+
+@router.get("/events/dead-letters")
+def dead_letters_events(
+    request: Request, search: str = Query("", max_length=200), c: Console = Depends(console)
+) -> StreamingResponse:
+    def context() -> dict[str, Any]:
+        return {**pages_ops.dead_context(c, search), "search": search}
+
+    return _fragments_stream(request, c, pages_ops.DEAD_FRAGMENTS, context)
+
+
+@router.get("/events/workers")
+def workers_events(request: Request, c: Console = Depends(console)) -> StreamingResponse:
+    return _fragments_stream(
+        request, c, pages_ops.WORKERS_FRAGMENTS, lambda: pages_ops.workers_context(c)
+    )
+
+
+@router.get("/events/cluster")
+def cluster_events(request: Request, c: Console = Depends(console)) -> StreamingResponse:
+    return _fragments_stream(
+        request, c, pages_ops.CLUSTER_FRAGMENTS, lambda: pages_ops.cluster_context(c)
+    )

@@ -14,12 +14,17 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
+from conveyor.web import api_ops
 from conveyor.web.console import Console, console
-from conveyor.web.sampler import Sampler
 
 router = APIRouter(include_in_schema=False)
 
@@ -46,14 +51,17 @@ _INFO_METRICS = {
 
 
 class SnapshotCollector(Collector):
-    def __init__(self, sampler: Sampler) -> None:
-        self.sampler = sampler
+    def __init__(self, the_console: Console) -> None:
+        self.console = the_console
+        self.sampler = the_console.sampler
 
     def collect(self) -> Iterator[Metric]:
         snap = self.sampler.snapshot()
         yield from self._nodes(snap.nodes)
+        yield from _cluster(snap.nodes)
         yield from self._queues(list(snap.queues.values()))
         yield self._jobs(snap.nodes, snap.totals()["queued"])
+        yield from _workers(api_ops.workers(self.console))
 
     def _jobs(self, nodes: list[dict[str, Any]], queued: int) -> Metric:
         """Jobs by state across the nodes: queued (the queues' lengths) and the rest
@@ -111,16 +119,98 @@ class SnapshotCollector(Collector):
         yield from (length, blocked, jobs_in, jobs_out, paused, messages)
 
 
-def make_registry(sampler: Sampler) -> CollectorRegistry:
+def _cluster(nodes: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Node flags and the links each node reports (HELLO), by what it sees of the peer."""
+    flags = GaugeMetricFamily(
+        "conveyor_node_flag", "1 for each flag the node has", labels=["node", "flag"]
+    )
+    links = GaugeMetricFamily(
+        "conveyor_cluster_links",
+        "Other nodes a node knows, by the state it sees them in",
+        labels=["node", "state"],
+    )
+    for node in nodes:
+        if not node["up"]:
+            flags.add_metric([node["address"], "down"], 1.0)
+            continue
+        for flag in node.get("flags") or []:
+            flags.add_metric([node["address"], flag], 1.0)
+        seen = {"ok": 0, "nolink": 0, "pfail": 0, "fail": 0}
+        for other in node.get("known") or []:
+            state = (other.get("flags") or ["ok"])[0]
+            seen[state] = seen.get(state, 0) + 1
+        for state, count in seen.items():
+            links.add_metric([node["address"], state], count)
+    yield flags
+    yield links
+
+
+def _workers(workers: list[dict[str, Any]]) -> Iterator[Metric]:
+    """From the workers' records: slots, busy slots, outcomes and add-to-deliver latency.
+    Per worker process where a counter is involved, so each series only ever grows."""
+    slots = GaugeMetricFamily("conveyor_worker_slots", "Worker slots", labels=["queue"])
+    busy = GaugeMetricFamily(
+        "conveyor_worker_slots_busy", "Slots running a message", labels=["queue"]
+    )
+    states = GaugeMetricFamily("conveyor_workers", "Worker processes by state", labels=["state"])
+    outcomes = CounterMetricFamily(
+        "conveyor_worker_messages",
+        "Messages settled by a worker, by outcome",
+        labels=["worker", "queue", "outcome"],
+    )
+    latency = HistogramMetricFamily(
+        "conveyor_add_to_deliver_latency_seconds",
+        "From a message being due (added, plus its delay) to a worker slot taking it",
+        labels=["worker"],
+    )
+    per_queue: dict[str, list[int]] = {}
+    by_state = {"running": 0, "quiet": 0, "stopping": 0, "lost": 0}
+    for worker in workers:
+        by_state[worker["state"]] = by_state.get(worker["state"], 0) + 1
+        for queue in worker["queues"]:
+            for outcome, count in queue["outcomes"].items():
+                outcomes.add_metric([worker["id"], queue["name"], outcome], count)
+            if worker["state"] != "lost":
+                totals = per_queue.setdefault(queue["name"], [0, 0])
+                totals[0] += queue["slots"]
+                totals[1] += queue["busy"]
+        buckets = _buckets(worker.get("latency"))
+        if buckets is not None:
+            latency.add_metric([worker["id"]], buckets[0], buckets[1])
+    for name, (total, running) in sorted(per_queue.items()):
+        slots.add_metric([name], total)
+        busy.add_metric([name], running)
+    for state, count in by_state.items():
+        states.add_metric([state], count)
+    yield from (slots, busy, states, outcomes, latency)
+
+
+def _buckets(doc: Any) -> tuple[list[tuple[str, float]], float] | None:
+    """A worker's latency record as cumulative (le, count) pairs and the sum."""
+    try:
+        bounds, counts = list(doc["buckets"]), [int(n) for n in doc["counts"]]
+        total = float(doc["sum"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if len(counts) != len(bounds) + 1:
+        return None
+    pairs, running = [], 0
+    for bound, count in zip([*map(str, map(float, bounds)), "+Inf"], counts, strict=True):
+        running += count
+        pairs.append((bound, float(running)))
+    return pairs, total
+
+
+def make_registry(the_console: Console) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(sampler))
+    registry.register(SnapshotCollector(the_console))
     return registry
 
 
 @router.get("/metrics")
 async def metrics(c: Console = Depends(console)) -> Response:
     if c.registry is None:
-        c.registry = make_registry(c.sampler)
+        c.registry = make_registry(c)
     registry = c.registry
     # The snapshot may talk to the nodes: off the event loop.
     body = await run_in_threadpool(generate_latest, registry)

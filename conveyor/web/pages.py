@@ -81,18 +81,6 @@ def job_page(request: Request, job_id: str, c: Console = Depends(console)) -> HT
     return render(request, "job.html", {"job": job, "stream": ""})
 
 
-@router.get("/dead-letters", response_class=HTMLResponse)
-def dead_letters_page(request: Request, c: Console = Depends(console)) -> HTMLResponse:
-    dead = api_jobs.dead_letters(count=100, c=c)
-    errors = []
-    for name in c.dirs.names():
-        config = c.dirs.get(name)
-        if config is not None:
-            page = workdirs.list_messages(config, "err", 0, 50)
-            errors += [{**item, "queue": name} for item in page["items"]]
-    return render(request, "dead.html", {"dead": dead, "errors": errors, "stream": ""})
-
-
 # -- form actions ---------------------------------------------------------------------------
 
 

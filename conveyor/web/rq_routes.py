@@ -1,7 +1,8 @@
 """Seed 004's message routes, so RQ-style clients work unchanged:
 
 POST /q/<queue>/new_message       form fields param1..param4 (or RQ's mesg_param1..4),
-                                  due (mesg_due), files as attachments, or `mesg` = a
+                                  due (mesg_due), webhook, files as attachments (stored
+                                  on disk, see conveyor.web.attachments), or `mesg` = a
                                   JSON object of the same; x_format=json answers
                                   ["ok", "<full message URL>"], otherwise 303 to it
 GET  /q/<queue>/<msg id>.json     the message's status as JSON
@@ -22,7 +23,7 @@ from conveyor.web import api_messages, workdirs
 from conveyor.web.console import Console, console, message_path, message_url
 from conveyor.web.gateway import ApiError
 from conveyor.web.schemas import MAX_INT
-from conveyor.worker.envelope import MAX_ATTACHMENT_BYTES, Attachment
+from conveyor.worker.envelope import Attachment
 
 router = APIRouter(include_in_schema=False)
 MAX_LOG = 16 * 1024 * 1024
@@ -58,14 +59,17 @@ def _due(text: str) -> int:
     return due
 
 
-async def _attachments(form: Any) -> list[Attachment]:
-    found = []
-    for _key, value in form.multi_items():
-        if isinstance(value, UploadFile) and value.filename:
-            data = await value.read(MAX_ATTACHMENT_BYTES + 1)
-            found.append(api_messages.new_attachment(value.filename, data))
-    if len(found) > 16:
+async def _attachments(request: Request, c: Console, form: Any) -> list[Attachment]:
+    """The form's files, copied in chunks from the parser's spooled files into the store."""
+    files = [v for _k, v in form.multi_items() if isinstance(v, UploadFile) and v.filename]
+    if len(files) > 16:
         raise ApiError(400, "bad_attachment", "at most 16 attachments")
+    found = []
+    for upload in files:
+        store = c.attachment_store()
+        limit = c.config.max_attachment_bytes
+        stored = await run_in_threadpool(store.save_file, upload.filename, upload.file, limit)
+        found.append(api_messages.reference(request, c, stored))
     return found
 
 
@@ -84,12 +88,15 @@ async def new_message(request: Request, queue: str, c: Console = Depends(console
         raise ApiError(400, "bad_form", "the body is not a valid form") from None
     try:
         fields = _fields(form)
-        attachments = await _attachments(form)
+        due = _due(fields.get("due", ""))
+        webhook = api_messages.webhook_url(fields.get("webhook"))
+        await run_in_threadpool(api_messages.queue_config, c, queue)  # 404 before storing
+        attachments = await _attachments(request, c, form)
     finally:
         await form.close()
     params = {f"param{n}": fields.get(f"param{n}", "") for n in range(1, 5)}
     msg_id = await run_in_threadpool(
-        api_messages.enqueue, c, queue, params, _due(fields.get("due", "")), attachments
+        api_messages.enqueue, c, queue, params, due, attachments, webhook
     )
     url = message_url(request, c.config, queue, msg_id)
     if fields.get("x_format") == "json":

@@ -132,6 +132,17 @@ class Sampler:
         priority = next((n.priority for n in hello.nodes if n.id == hello.node_id), 1)
         doc.update(up=True, id=hello.node_id, priority=priority, info=_info_summary(info))
         doc["flags"] = _flags(priority, info)
+        # The nodes this one knows (HELLO): the cluster page draws its links from them.
+        doc["known"] = [
+            {
+                "id": n.id,
+                "address": n.address,
+                "priority": n.priority,
+                "flags": _flags(n.priority, {}),
+            }
+            for n in hello.nodes
+            if n.id != hello.node_id
+        ][:256]
         doc["raw_info"] = info
         return doc
 
@@ -173,6 +184,9 @@ def _flags(priority: int, info: dict[str, Any]) -> list[str]:
         flags.append("loading")
     if info.get("aof_enabled") == 1:
         flags.append("aof")
+    # A node leaving the cluster (Disque's CLUSTER LEAVING), once INFO tells it.
+    if str(info.get("leaving", info.get("cluster_leaving", ""))).lower() in ("1", "yes", "true"):
+        flags.append("leaving")
     return flags or ["ok"]
 
 

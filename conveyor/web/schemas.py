@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from conveyor.web.ids import JOB_ID_RE, MAX_QUEUE_CHARS, QUEUE_RE
+from conveyor.web.attachments import ID_RE as ATTACHMENT_ID_RE
+from conveyor.web.ids import JOB_ID_RE, MAX_QUEUE_CHARS, MSG_ID_RE, QUEUE_RE
 
 MAX_INT = 2**31 - 1  # delays, TTLs and counts the console passes on to the node
 MAX_BODY_CHARS = 12 * 1024 * 1024
@@ -24,6 +25,8 @@ def _json_int(value: Any) -> Any:
 # Bounds inside the type, so that `X | None` carries them into the schema's anyOf.
 Seconds = Annotated[int, Field(ge=0, le=MAX_INT), BeforeValidator(_json_int)]
 Positive = Annotated[int, Field(ge=1, le=MAX_INT), BeforeValidator(_json_int)]
+JobIdText = Annotated[str, Field(pattern=f"^{JOB_ID_RE}$")]
+QueueText = Annotated[str, Field(min_length=1, max_length=MAX_QUEUE_CHARS, pattern=f"^{QUEUE_RE}$")]
 
 
 class _Strict(BaseModel):
@@ -40,6 +43,13 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class KnownNode(BaseModel):
+    id: str
+    address: str
+    priority: int = Field(description="HELLO's: 1 ok, 5 no link, 10 PFAIL, 100 FAIL")
+    flags: list[str]
+
+
 class Node(BaseModel):
     address: str
     up: bool
@@ -48,6 +58,86 @@ class Node(BaseModel):
     flags: list[str] = []
     error: str | None = None
     info: dict[str, int | float | str] = {}
+    known: list[KnownNode] = Field([], description="the other nodes it knows (HELLO)")
+
+
+class ClusterLink(BaseModel):
+    source: str = Field(description="the ID of the node that reports the link")
+    target: str
+    target_address: str
+    flags: list[str]
+
+
+class Cluster(BaseModel):
+    nodes: list[Node]
+    links: list[ClusterLink]
+    size: int = Field(description="distinct node IDs seen")
+
+
+class RunningMessage(BaseModel):
+    id: str
+    since: float | None = None
+    pid: int | None = None
+
+
+class WorkerQueueSlots(BaseModel):
+    name: str
+    slots: int
+    busy: int
+    running: list[RunningMessage]
+    outcomes: dict[str, int] = {}
+
+
+class Worker(BaseModel):
+    id: str
+    host: str
+    pid: int
+    state: Literal["running", "quiet", "stopping", "lost"]
+    started: float | None
+    updated: float | None
+    queues: list[WorkerQueueSlots]
+
+
+class WorkerList(BaseModel):
+    workers: list[Worker]
+
+
+class WorkerControl(BaseModel):
+    id: str
+    requested: Literal["quiet", "stop"]
+
+
+class Schedule(BaseModel):
+    index: int
+    cron: str
+    params: dict[str, str]
+    next_run: float | None = Field(description="epoch seconds (UTC) of the next tick")
+
+
+class ScheduleList(BaseModel):
+    queue: str
+    schedules: list[Schedule]
+
+
+class ErrorMessage(BaseModel):
+    queue: str
+    id: str
+    dir: str
+    status: str
+    updated: float | None
+    params: dict[str, str]
+
+
+class ErrorList(BaseModel):
+    total: int
+    items: list[ErrorMessage]
+
+
+class ErrorAction(_Strict):
+    queue: QueueText | None = Field(None, description="one queue; null: every queue directory")
+    ids: list[Annotated[str, Field(pattern=f"^{MSG_ID_RE}$")]] | None = Field(
+        None, max_length=1000, description="null: all of them (at most 1000)"
+    )
 
 
 class NodeList(BaseModel):
@@ -142,10 +232,6 @@ class DeadLetters(BaseModel):
     jobs: list[Job]
 
 
-JobIdText = Annotated[str, Field(pattern=f"^{JOB_ID_RE}$")]
-QueueText = Annotated[str, Field(min_length=1, max_length=MAX_QUEUE_CHARS, pattern=f"^{QUEUE_RE}$")]
-
-
 class DeadLetterAction(_Strict):
     ids: list[JobIdText] | None = Field(None, max_length=10_000, description="null: all of them")
     queue: QueueText | None = Field(None, description="requeue: the queue to put them in")
@@ -175,6 +261,8 @@ class MessagePage(BaseModel):
 class Attachment(BaseModel):
     name: str
     md5: str
+    size: int | None = None
+    url: str | None = Field(None, description="where workers fetch it (stored attachments)")
 
 
 class MessageDetail(MessageSummary):
@@ -183,23 +271,60 @@ class MessageDetail(MessageSummary):
     attachments: list[Attachment]
     envelope: dict[str, Any]
     status_json: dict[str, Any]
+    webhook: dict[str, Any] | None = Field(
+        None, description="webhook.json: url, attempts, delivered, gave_up, errors"
+    )
     job: JobDetail | None = Field(None, description="SHOW on the node; null once acked")
 
 
 _BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
-class NewAttachment(_Strict):
-    name: str = Field(
-        min_length=1, max_length=255, pattern=r"^[^/\x00.][^/\x00]*$", description="a file name"
-    )
+AttachmentName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^/\x00-\x1f.][^/\x00-\x1f]*$",
+        description="a file name",
+    ),
+]
+
+
+class InlineAttachment(_Strict):
+    """A small file as base64; the console stores it on its disk like an upload."""
+
+    name: AttachmentName
     data: str = Field(description="base64", max_length=MAX_BODY_CHARS, pattern=_BASE64)
+
+
+class StoredRef(_Strict):
+    """A file uploaded before (POST /api/v1/attachments), of any size, by its `id`."""
+
+    name: AttachmentName
+    ref: str = Field(pattern=f"^{ATTACHMENT_ID_RE}$", description="the upload's id")
+
+
+WebhookUrl = Annotated[
+    str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s/?#]+[^\s]*$")
+]
 
 
 class NewMessage(_Strict):
     params: dict[Literal["param1", "param2", "param3", "param4"], str] = {}
     due: Seconds = Field(0, description="seconds before it may run")
-    attachments: list[NewAttachment] = Field([], max_length=16)
+    attachments: list[InlineAttachment | StoredRef] = Field([], max_length=16)
+    webhook: WebhookUrl | None = Field(
+        None, description="its final state is POSTed here as JSON, retried with backoff"
+    )
+
+
+class StoredAttachment(BaseModel):
+    id: str
+    name: str
+    md5: str
+    size: int
+    url: str = Field(description="where workers fetch it; give `id` as `ref` to a message")
 
 
 class MessageAdded(BaseModel):

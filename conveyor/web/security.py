@@ -38,7 +38,9 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_FORM_BYTES = 64 * 1024 * 1024  # a browser form with attachments, read to find its token
 _MAX_BODY_MESSAGES = 1_000_000
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-_PUBLIC_PREFIXES = ("/static/",)  # CSS and JS hold no data: the login prompt page needs them
+# CSS and JS hold no data: the login prompt page needs them. An attachment's URL holds 192
+# random bits: it is its own credential, so workers fetch without the console's passwords.
+_PUBLIC_PREFIXES = ("/static/", "/attachments/")
 
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (

@@ -14,7 +14,7 @@ from fastapi import Request
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from conveyor.client import ConveyorError
-from conveyor.web import ansi, api_messages, workdirs
+from conveyor.web import ansi, api_errors, api_messages, workdirs
 from conveyor.web.api_queues import queue_doc
 from conveyor.web.console import Console, body_doc, message_path, principal
 from conveyor.web.gateway import ApiError
@@ -25,7 +25,12 @@ PEEK = 10
 PAGE = 25
 
 OVERVIEW_FRAGMENTS = {"nodes": "_nodes.html", "queues": "_queues.html", "chart": "_chart.html"}
-QUEUE_FRAGMENTS = {"qstat": "_qstat.html", "peek": "_peek.html", "messages": "_messages.html"}
+QUEUE_FRAGMENTS = {
+    "qstat": "_qstat.html",
+    "peek": "_peek.html",
+    "messages": "_messages.html",
+    "schedules": "_schedules.html",
+}
 MESSAGE_FRAGMENTS = {"msg-status": "_msg_status.html", "msg-job": "_msg_job.html"}
 
 
@@ -106,9 +111,11 @@ def queue_page(c: Console, queue: str, state: str, offset: int, search: str) -> 
     config = c.dirs.get(queue)
     messages = None
     form: list[dict[str, str]] = []
+    schedules: list[dict[str, Any]] = []
     if config is not None:
         messages = workdirs.list_messages(config, state, offset, PAGE, search)
         form = workdirs.form_fields(config)
+        schedules = api_errors.schedules(config)
     return {
         "queue": doc,
         "peek": peek,
@@ -119,6 +126,7 @@ def queue_page(c: Console, queue: str, state: str, offset: int, search: str) -> 
         "search": search,
         "page": PAGE,
         "states": workdirs.STATES,
+        "schedules": schedules,
     }
 
 

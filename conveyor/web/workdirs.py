@@ -221,12 +221,18 @@ def message(config: QueueConfig, msg_id: str) -> dict[str, Any] | None:
     envelope = dict(envelope) if isinstance(envelope, dict) else {}
     attachments = envelope.pop("attachments", [])
     doc["attachments"] = [
-        {"name": str(a.get("name", "")), "md5": str(a.get("md5", ""))}
+        {
+            "name": str(a.get("name", "")),
+            "md5": str(a.get("md5", "")),
+            "size": a.get("size") if isinstance(a.get("size"), int) else None,
+            "url": str(a["url"]) if isinstance(a.get("url"), str) else None,
+        }
         for a in (attachments if isinstance(attachments, list) else [])
         if isinstance(a, dict)
     ]
     doc["envelope"] = {k: v for k, v in envelope.items() if isinstance(v, str | int | dict)}
     doc["status_json"] = _read_json(path / "status.json")
+    doc["webhook"] = _read_json(path / "webhook.json") or None
     return doc
 
 

@@ -18,6 +18,7 @@ from conveyor.worker.queuedir import (
     create_queue,
     dir_name,
 )
+from conveyor.worker.webhooks import check_url
 
 _NODES_HELP = "Comma-separated host:port of the nodes."
 
@@ -39,10 +40,19 @@ def _nodes(value: str) -> list[str]:
     "--grace", default=30.0, show_default=True, help="Seconds running work gets after TERM."
 )
 @click.option("--batch", default=32, show_default=True, help="Tasks per GETJOB/ACKJOB.")
+@click.option(
+    "--webhook-attempts", default=8, show_default=True, type=click.IntRange(1, 100),
+    help="Attempts at a message's webhook before giving up.",
+)  # fmt: skip
+@click.option(
+    "--webhook-backoff", default=1.0, show_default=True, type=click.FloatRange(0.01, 3600),
+    help="Seconds before the first webhook retry; doubled for each next one (max 300).",
+)  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Log every message.")
 def worker(
     queue_dirs: tuple[Path, ...], nodes: str, app_ref: str | None, processes: int,
-    threads: int, grace: float, batch: int, verbose: bool,
+    threads: int, grace: float, batch: int, webhook_attempts: int, webhook_backoff: float,
+    verbose: bool,
 ) -> None:  # fmt: skip
     """Run RQ-style queue directories (QUEUE_DIR...) or Python tasks (--app module:app)."""
     logging.basicConfig(
@@ -61,7 +71,9 @@ def worker(
         else:
             from conveyor.worker.service import serve_queues
 
-            code = serve_queues(list(queue_dirs), _nodes(nodes), grace)
+            code = serve_queues(
+                list(queue_dirs), _nodes(nodes), grace, webhook_attempts, webhook_backoff
+            )
     except (QueueConfigError, ValueError, ImportError) as exc:
         raise click.ClickException(str(exc)) from None
     except ConveyorError as exc:
@@ -115,9 +127,11 @@ def _load(queue_ref: str, parent: Path) -> QueueConfig:
 @click.option(
     "--attach", multiple=True, type=click.Path(dir_okay=False, exists=True, path_type=Path)
 )
+@click.option("--webhook", default=None, help="http(s) URL the final state is POSTed to.")
 def add(
     queue_ref: str, parent: Path, nodes: str, param1: str | None, param2: str | None,
     param3: str | None, param4: str | None, due: int, attach: tuple[Path, ...],
+    webhook: str | None,
 ) -> None:  # fmt: skip
     """Enqueue one message on queue NAME (a directory under --dir, or a path); prints its ID."""
     from conveyor.worker.service import add_message
@@ -129,6 +143,11 @@ def add(
     except (EnvelopeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     envelope = Envelope({k: v for k, v in given.items() if v is not None}, attachments)
+    if webhook is not None:
+        try:
+            envelope.webhook = check_url(webhook)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--webhook") from None
     try:
         with Client(_nodes(nodes)) as client:
             click.echo(add_message(client, config, envelope, due))

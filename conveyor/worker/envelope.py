@@ -1,8 +1,11 @@
 """The message envelope: the JSON body of every queue-script job.
 
 A Conveyor job body is opaque bytes; queue scripts need RQ's message fields, so a message is
-a small JSON object. Attachments travel inside it (base64 + MD5) so that a message taken by
-a worker on another host, duplicated or relayed to another cluster arrives complete.
+a small JSON object. An attachment either travels inside it (base64 + MD5, small files from
+`conveyor queue add --attach`) or, as the console stores them, as a reference: a URL, the
+size and the MD5. The node then holds a few hundred bytes whatever the file's size, and the
+worker that runs the message fetches the file (conveyor.worker.attachments); a `dup` or a
+relay copies the reference, not the file.
 """
 
 from __future__ import annotations
@@ -28,6 +31,28 @@ class Attachment:
     name: str
     data: bytes
     md5: str
+    url: str = ""  # set: the data is not here; fetch it from this URL (MD5-checked)
+    size: int | None = None  # of a referenced attachment, when known
+
+    @property
+    def referenced(self) -> bool:
+        return bool(self.url)
+
+    def to_doc(self) -> dict[str, Any]:
+        if self.referenced:
+            doc: dict[str, Any] = {"name": self.name, "md5": self.md5, "url": self.url}
+            if self.size is not None:
+                doc["size"] = self.size
+            return doc
+        return {"name": self.name, "md5": self.md5, "data": base64.b64encode(self.data).decode()}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Attachment:
+        if "url" in doc:
+            size = doc.get("size")
+            return cls(str(doc["name"]), b"", str(doc["md5"]), str(doc["url"]),
+                       None if size is None else int(size))  # fmt: skip
+        return cls(str(doc["name"]), base64.b64decode(doc["data"]), str(doc["md5"]))
 
     @classmethod
     def from_file(cls, path: Path, name: str | None = None) -> Attachment:
@@ -37,6 +62,9 @@ class Attachment:
         return cls(name or path.name, data, hashlib.md5(data).hexdigest())
 
     def verify(self) -> None:
+        """Check inline data against the MD5; a reference is checked when it is fetched."""
+        if self.referenced:
+            return
         if hashlib.md5(self.data).hexdigest() != self.md5:
             raise EnvelopeError(f"attachment {self.name!r} failed its MD5 check")
 
@@ -51,6 +79,8 @@ class Envelope:
     force_remote: bool = False
     idempotency_key: str = ""  # set on relayed messages; the receiving worker checks it
     tick: int | None = None  # the cron tick (epoch seconds) of a scheduled message
+    webhook: str = ""  # http(s) URL the message's final state is POSTed to
+    due_at: float | None = None  # epoch seconds it may first run: add-to-deliver latency
 
     def param(self, number: int) -> str:
         return self.params.get(f"param{number}", "")
@@ -58,11 +88,8 @@ class Envelope:
     def to_json(self) -> bytes:
         doc: dict[str, Any] = {"params": self.params, "count": self.count}
         if self.attachments:
-            doc["attachments"] = [
-                {"name": a.name, "md5": a.md5, "data": base64.b64encode(a.data).decode()}
-                for a in self.attachments
-            ]
-        for key in ("origin", "idempotency_key"):
+            doc["attachments"] = [a.to_doc() for a in self.attachments]
+        for key in ("origin", "idempotency_key", "webhook"):
             if getattr(self, key):
                 doc[key] = getattr(self, key)
         if self.max_count != 15:
@@ -71,6 +98,8 @@ class Envelope:
             doc["force_remote"] = True
         if self.tick is not None:
             doc["tick"] = self.tick
+        if self.due_at is not None:
+            doc["due_at"] = round(self.due_at, 3)
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -85,10 +114,7 @@ class Envelope:
         if not isinstance(params, dict) or any(k not in PARAMS for k in params):
             raise EnvelopeError("'params' must map param1..param4 to strings")
         try:
-            attachments = [
-                Attachment(str(a["name"]), base64.b64decode(a["data"]), str(a["md5"]))
-                for a in doc.get("attachments", [])
-            ]
+            attachments = [Attachment.from_doc(a) for a in doc.get("attachments", [])]
             return cls(
                 params={k: str(v) for k, v in params.items()},
                 attachments=attachments,
@@ -98,12 +124,15 @@ class Envelope:
                 force_remote=bool(doc.get("force_remote", False)),
                 idempotency_key=str(doc.get("idempotency_key", "")),
                 tick=None if doc.get("tick") is None else int(doc["tick"]),
+                webhook=str(doc.get("webhook", "")),
+                due_at=None if doc.get("due_at") is None else float(doc["due_at"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise EnvelopeError(f"bad envelope field: {exc}") from None
 
     def clone(self) -> Envelope:
-        """A copy for `dup`: same params and attachments, count reset as RQ does."""
+        """A copy for `dup`: same params and attachments (references stay references),
+        count reset as RQ does. Not the webhook: it was asked for the original message."""
         return Envelope(
             params=dict(self.params),
             attachments=list(self.attachments),

@@ -15,6 +15,7 @@ places:
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -81,6 +82,7 @@ def dup_message(runner: QueueRunner, job: Job, envelope: Envelope, text: str) ->
         raise RelayError(f"bad dup request {text!r}: expected DUE-X-DEST")
     due = int(due_text)
     clone = envelope.clone()
+    clone.due_at = time.time() + due
     address = runner.client.address or ""
     clone.origin = envelope.origin or f"conveyor://{address}/{runner.config.name}/{job.id}"
     if destination.startswith("conveyor://"):

@@ -16,15 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.client import Client, ConveyorError, Job
-from conveyor.worker import claims
+from conveyor.worker import attachments, claims
 from conveyor.worker.envelope import Envelope, EnvelopeError
 from conveyor.worker.queuedir import MessageStore, QueueConfig
+from conveyor.worker.registry import Latency
 from conveyor.worker.relay import RelayError, dup_message
 from conveyor.worker.script import ScriptHooks, ScriptResult, build_command, kill_stale, run_script
+from conveyor.worker.webhooks import WebhookSender
 
 log = logging.getLogger("conveyor.worker")
 _VERSION = version("conveyor")
 _BLOCKED_PAUSE_S = 0.25  # a slot whose message is blocked waits this long before the next
+_FETCH_RETRY_S = 10  # a message whose attachment could not be fetched runs again after this
 
 
 @dataclass
@@ -37,13 +40,22 @@ class Running:
     dups: list[Job] = field(default_factory=list)
     last_beat: float = 0.0
     pid: int | None = None  # the script's process (and process-group) id
+    since: float = field(default_factory=time.time)
 
 
 class QueueRunner:
-    def __init__(self, config: QueueConfig, client: Client, stop: threading.Event) -> None:
+    def __init__(
+        self, config: QueueConfig, client: Client, stop: threading.Event,
+        webhooks: WebhookSender | None = None, latency: Latency | None = None,
+    ) -> None:  # fmt: skip
         self.config = config
         self.client = client
         self.stop = stop
+        self.quiet = threading.Event()  # set: take no new messages, finish the running ones
+        self.webhooks = webhooks
+        self.latency = latency or Latency()
+        self.active: dict[str, Running] = {}  # job id -> what runs now (the workers page)
+        self.outcomes: dict[str, int] = {}  # settled messages by state, since the start
         self.store = MessageStore(config.directory)
         self.owner = f"{os.uname().nodename}:{os.getpid()}"
         self._threads: list[threading.Thread] = []
@@ -101,6 +113,9 @@ class QueueRunner:
 
     def _slot_loop(self) -> None:
         while not self.stop.is_set():
+            if self.quiet.is_set():
+                self.stop.wait(0.5)
+                continue
             try:
                 jobs = self.client.get_jobs(
                     self.config.name, count=1, timeout_ms=500, with_counters=True
@@ -108,6 +123,12 @@ class QueueRunner:
             except ConveyorError as exc:
                 log.warning("%s: GETJOB failed: %s", self.config.name, exc)
                 self.stop.wait(1.0)
+                continue
+            if jobs and (self.quiet.is_set() or self.stop.is_set()):
+                # Fetched by a GETJOB that was already waiting when the worker was asked to
+                # go quiet or stop: back in the queue now, for another worker.
+                with contextlib.suppress(ConveyorError):
+                    self.client.enqueue(*(job.id for job in jobs))
                 continue
             for job in jobs:
                 try:
@@ -132,6 +153,10 @@ class QueueRunner:
             self.store.move(path, "err", f"not a message envelope: {exc}")
             self.client.ack(job.id)
             return True
+        if envelope.due_at is not None and not job.nacks and not job.additional_deliveries:
+            # Add-to-deliver latency, of first deliveries only: from when the message was
+            # due (added, plus its delay) to now.
+            self.latency.observe(time.time() - envelope.due_at)
         lock = self._lock(envelope)
         if lock == "":
             self.client.enqueue(job.id)
@@ -139,6 +164,7 @@ class QueueRunner:
         try:
             self._process_locked(job, envelope)
         finally:
+            self.active.pop(job.id, None)
             if lock:
                 claims.release(self.client, lock)
         return True
@@ -158,15 +184,19 @@ class QueueRunner:
         meta = {"id": job.id, "queue": self.config.name, "envelope": _envelope_doc(envelope)}
         path = self.store.enter_run(job.id, meta, resent=bool(job.nacks))
         running = Running(job, envelope, path)
+        self.active[job.id] = running
         if envelope.idempotency_key and not self.first_delivery(envelope, job.id):
             self.store.move(path, "done", f"duplicate relay of {envelope.origin}; not run")
             self.client.ack(job.id)
             return
         try:
-            self._write_attachments(envelope, path)
+            attachments.write_all(envelope.attachments, path / "attach")
         except EnvelopeError as exc:
-            self.store.move(path, "err", str(exc))
-            self.client.ack(job.id)
+            self._settle(running, ScriptResult("err", str(exc)))
+            return
+        except attachments.FetchError as exc:
+            text = f"{exc}; fetched again in {_FETCH_RETRY_S}s"
+            self._settle(running, ScriptResult("resend", text, None, _FETCH_RETRY_S))
             return
         running.dups = self._coalesce(envelope)
         kill_stale(self.store.stale_pid(path))
@@ -181,16 +211,6 @@ class QueueRunner:
         if claims.try_claim(self.client, queue, job_id, 7 * 86400) is not None:
             return True
         return claims.claim_holder(self.client, queue) == job_id
-
-    def _write_attachments(self, envelope: Envelope, path: Path) -> None:
-        if not envelope.attachments:
-            return
-        (path / "attach").mkdir(exist_ok=True)
-        for attachment in envelope.attachments:
-            attachment.verify()
-            if "/" in attachment.name or attachment.name.startswith("."):
-                raise EnvelopeError(f"attachment name not allowed: {attachment.name!r}")
-            (path / "attach" / attachment.name).write_bytes(attachment.data)
 
     def _coalesce(self, envelope: Envelope) -> list[Job]:
         """Queued messages with the same coalesce params, taken out to ride on this run."""
@@ -301,16 +321,51 @@ class QueueRunner:
             self.client.nack(job.id, delay=result.resend_delay)
             self._put_back(running.dups)
         elif result.state in ("done", "relayed"):
-            self.store.move(path, result.state, result.text, **extra)
+            path = self.store.move(path, result.state, result.text, **extra)
             for dup in running.dups:
                 dup_path = self.store.enter_run(dup.id, {"id": dup.id, "queue": self.config.name})
                 self.store.move(dup_path, result.state, f"coalesced into {job.id}")
             self._ack(job.id, *(d.id for d in running.dups))
         else:
-            self.store.move(path, "err", result.text, **extra)
+            path = self.store.move(path, "err", result.text, **extra)
             self._ack(job.id)
             self._put_back(running.dups)
+        self.outcomes[result.state] = self.outcomes.get(result.state, 0) + 1
+        if result.state != "resend" and running.envelope.webhook:
+            self._notify(running, path, result)
         log.info("%s %s -> %s: %s", self.config.name, job.id, result.state, result.text)
+
+    def _notify(self, running: Running, path: Path, result: ScriptResult) -> None:
+        """The webhook the message asked for: its final state, sent in the background."""
+        if self.webhooks is None:
+            return
+        address = self.client.address or ""
+        payload = {
+            "id": running.job.id,
+            "queue": self.config.name,
+            "state": result.state,
+            "status": result.text,
+            "exit": result.exit_code,
+            "params": running.envelope.params,
+            "full_id": f"conveyor://{address}/{self.config.name}/{running.job.id}",
+            "host": os.uname().nodename,
+            "finished": time.time(),
+        }
+        self.webhooks.submit(running.envelope.webhook, payload, path)
+
+    def status(self) -> dict[str, Any]:
+        """This queue's part of the worker's record (conveyor.worker.registry)."""
+        running = [
+            {"id": r.job.id, "since": r.since, "pid": r.pid} for r in list(self.active.values())
+        ]
+        return {
+            "name": self.config.name,
+            "directory": str(self.config.directory),
+            "slots": self.config.num_workers,
+            "busy": len(running),
+            "running": running,
+            "outcomes": dict(self.outcomes),
+        }
 
     def _put_back(self, dups: list[Job]) -> None:
         if dups:

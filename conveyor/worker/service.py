@@ -15,8 +15,10 @@ from conveyor.client import Client
 from conveyor.worker.cron import Scheduler, ScheduleSpec
 from conveyor.worker.envelope import Envelope
 from conveyor.worker.queuedir import MessageStore, QueueConfig
+from conveyor.worker.registry import Latency, Registry
 from conveyor.worker.runner import QueueRunner
 from conveyor.worker.tasks import App, Task
+from conveyor.worker.webhooks import WebhookSender
 
 log = logging.getLogger("conveyor.worker")
 _TICK_S = 1.0  # how often schedules and the cleaner are looked at
@@ -24,7 +26,8 @@ _CLEAN_EVERY_S = 60.0
 
 
 def add_message(client: Client, config: QueueConfig, envelope: Envelope, delay: int = 0) -> str:
-    """The one way a message enters a script queue (CLI, dup, schedules)."""
+    """The one way a message enters a script queue (CLI, console, schedules)."""
+    envelope.due_at = time.time() + delay
     return client.add_job(config.name, envelope.to_json(), delay=delay or None, retry=config.retry)
 
 
@@ -68,32 +71,59 @@ class SignalStop:
         self.event.set()
 
 
-def serve_queues(directories: list[Path], nodes: list[str], grace: float) -> int:
+def serve_queues(
+    directories: list[Path], nodes: list[str], grace: float,
+    webhook_attempts: int = 8, webhook_backoff: float = 1.0,
+) -> int:  # fmt: skip
     configs = [QueueConfig.load(d) for d in directories]
     stop = SignalStop()
     stop.install()
     client = Client(nodes, socket_timeout=30)
     client.connect()
-    runners = [QueueRunner(config, client, stop.event) for config in configs]
+    webhooks = WebhookSender(webhook_attempts, webhook_backoff)
+    latency = Latency()
+    runners = [QueueRunner(c, client, stop.event, webhooks, latency) for c in configs]
     for runner in runners:
         runner.start()
+    registry = Registry([c.directory for c in configs])
     scheduler = Scheduler(client, schedule_specs(client, configs), runners[0].owner)
     stores = [(MessageStore(c.directory), c.keep_done) for c in configs]
     last_clean = 0.0
     log.info("serving %s on %s", ", ".join(c.name for c in configs), client.address)
-    while not stop.event.is_set():
-        if scheduler.specs:
-            scheduler.run_once()
-        if time.monotonic() - last_clean >= _CLEAN_EVERY_S:
-            last_clean = time.monotonic()
-            for store, keep in stores:
-                store.clean(keep)
-        stop.event.wait(_TICK_S)
-    deadline = time.monotonic() + grace
-    for runner in runners:
-        runner.join(max(0.0, deadline - time.monotonic()))
-    client.close()
+    try:
+        while not stop.event.is_set():
+            _obey(registry, runners, stop.event)
+            registry.write([r.status() for r in runners], latency.doc())
+            if scheduler.specs and registry.state == "running":
+                scheduler.run_once()
+            if time.monotonic() - last_clean >= _CLEAN_EVERY_S:
+                last_clean = time.monotonic()
+                for store, keep in stores:
+                    store.clean(keep)
+            stop.event.wait(_TICK_S)
+        registry.state = "stopping"
+        registry.write([r.status() for r in runners], latency.doc())
+        deadline = time.monotonic() + grace
+        for runner in runners:
+            runner.join(max(0.0, deadline - time.monotonic()))
+        webhooks.close(max(1.0, deadline - time.monotonic()))
+    finally:
+        registry.remove()
+        client.close()
     return 0
+
+
+def _obey(registry: Registry, runners: list[QueueRunner], stop: threading.Event) -> None:
+    """A `quiet` or `stop` the console asked for (conveyor.worker.registry)."""
+    word = registry.control()
+    if word == "stop":
+        log.info("the console asked this worker to stop")
+        stop.set()
+    elif word == "quiet" and registry.state == "running":
+        log.info("the console asked this worker to go quiet: no new messages")
+        registry.state = "quiet"
+        for runner in runners:
+            runner.quiet.set()
 
 
 def start_periodic(app: App, client: Client, stop: threading.Event) -> None:

@@ -138,9 +138,13 @@ def test_rq_routes_and_messages(
     assert status == "ok" and re.fullmatch(rf"{web.url}/q/jobs/D-[^/]+", url), url
     failed = _message(api, url, "err")
     assert failed["status"] == "by design" and failed["params"] == {"param1": "err"}
-    assert failed["attachments"] == [
-        {"name": "notes.txt", "md5": hashlib.md5(b"attached bytes").hexdigest()}
-    ]
+    [attached] = failed["attachments"]
+    assert attached["name"] == "notes.txt" and attached["size"] == len(b"attached bytes")
+    assert attached["md5"] == hashlib.md5(b"attached bytes").hexdigest()
+    # Stored by the console, not in the job: the job holds the URL the worker fetched from.
+    assert attached["url"].startswith(f"{web.url}/attachments/")
+    fetched = queues_dir / "jobs" / "err" / failed["dir"] / "attach" / "notes.txt"
+    assert fetched.read_bytes() == b"attached bytes"
     as_json = httpx.get(f"{url}.json", timeout=15).json()
     assert as_json["state"] == "err" and as_json["url"] == url
     log = httpx.get(f"{url}/log", timeout=15).text
@@ -188,11 +192,13 @@ def test_json_message_api_and_paging(api: httpx.Client, worker: Background) -> N
         api.post("/queues/jobs/messages", json={"attachments": [{"name": "../x", "data": data}]}),
         422,
     )
-    big = base64.b64encode(b"x" * (8 * 1024 * 1024 + 1)).decode()
+    # Inline base64 is for small files (the JSON body's limit); larger ones are uploaded
+    # raw to /attachments and referenced (tests/web/test_attachments.py).
+    big = "A" * (12 * 1024 * 1024 + 4)
     _error(
         api.post("/queues/jobs/messages", json={"attachments": [{"name": "big", "data": big}]}),
-        413,
-        "too_large",
+        422,
+        "invalid",
     )
     _error(api.post("/queues/jobs/messages", json={"params": {"param9": "x"}}), 422)
 

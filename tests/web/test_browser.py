@@ -1,9 +1,12 @@
 """The console in a real browser: Playwright driving Debian's chromium (never a downloaded
-browser). Each test saves a screenshot under the test's tmp directory."""
+browser). Each test saves a screenshot under the test's tmp directory.
+
+The operator pages (dead letters and errors, workers, cluster, schedules) come last."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,13 +14,14 @@ from typing import Any
 import pytest
 
 from tests.servers import NodeProcess
-from tests.web.conftest import Background, WebProcess, wait_for
+from tests.web.conftest import Background, WebProcess, make_queue, wait_for
 
 CHROMIUM = Path(os.environ.get("CONVEYOR_CHROMIUM", "/usr/bin/chromium"))
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium", allow_module_level=True)
 pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[web]'")
+import httpx  # noqa: E402 - after the skips above, like the browser driver
 
 ARGS = [
     "--headless",
@@ -167,8 +171,6 @@ def test_read_only_sees_no_actions(browser: Any, secured: WebProcess, tmp_path: 
 def test_err_message_rerun_from_its_page(
     browser: Any, web: WebProcess, worker: Background, tmp_path: Path
 ) -> None:
-    import httpx
-
     answer = httpx.post(
         f"{web.url}/q/jobs/new_message", timeout=15, data={"param1": "err", "x_format": "json"}
     )
@@ -187,3 +189,119 @@ def test_err_message_rerun_from_its_page(
     page.wait_for_selector("#flash.ok")
     page.wait_for_selector("#msg-text:has-text('re-run as D-')")  # live, no reload
     page.context.close()
+
+
+# -- the operator pages ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sched_queue(queues_dir: Path) -> Path:
+    schedule = [{"cron": "0 0 1 1 *", "param1": "from the schedule"}]
+    return make_queue(queues_dir, "sched", queues_dir / "script.sh", schedule=schedule)
+
+
+def _accept_dialogs(page: Any) -> None:
+    page.on("dialog", lambda dialog: dialog.accept())
+
+
+def test_errors_rerun_and_delete_all(
+    browser: Any, web: WebProcess, worker: Background, tmp_path: Path
+) -> None:
+    answer = httpx.post(
+        f"{web.url}/api/v1/queues/jobs/messages",
+        json={"params": {"param1": "err", "param2": "from the browser"}},
+        timeout=15,
+    )
+    msg_id = answer.json()["id"]
+    page = _page(browser)
+    _accept_dialogs(page)
+    page.goto(f"{web.url}/dead-letters")
+    row = page.locator(f"#errors tr:has-text('{msg_id}')")
+    row.wait_for()  # arrives live once the script has failed
+    _shot(page, tmp_path, "dead-letters")
+    row.locator("button[data-action=error-rerun]").click()
+    page.wait_for_selector("#flash.ok:has-text('rerun: 1 message')")
+    page.locator(f"#errors tr:has-text('{msg_id}')").wait_for(state="detached")
+    page.click("button[data-action=errors-delete-all]")
+    page.wait_for_selector("#flash.ok:has-text('delete:')")
+    page.wait_for_selector("#errors p.note:has-text('None')")
+    page.goto(f"{web.url}/dead-letters?search=nothing-matches-this")
+    assert "None matching" in page.inner_text("#errors")
+    page.context.close()
+
+
+def test_workers_page_quiet_and_stop(
+    browser: Any, web: WebProcess, node: NodeProcess, queues_dir: Path, tmp_path: Path
+) -> None:
+    queue = make_queue(queues_dir, "wq", queues_dir / "script.sh")
+    command = [sys.executable, "-m", "conveyor.cli", "worker", "--grace", "2"]
+    command += ["--nodes", f"127.0.0.1:{node.port}", str(queue)]
+    process = Background(command, tmp_path / "worker.log")
+    try:
+        page = _page(browser)
+        _accept_dialogs(page)
+        page.goto(f"{web.url}/workers")
+        row = page.locator(f"tr[data-worker$='-{process.process.pid}']")
+        row.wait_for()
+        assert row.locator(".worker-state").inner_text() == "running"
+        assert "0 / 1" in row.inner_text()
+        _shot(page, tmp_path, "workers")
+        row.locator("button[data-action=worker-quiet]").click()
+        page.wait_for_selector(f"tr[data-worker$='-{process.process.pid}'] .flag:text('quiet')")
+        stop = f"tr[data-worker$='-{process.process.pid}'] button[data-action=worker-stop]"
+        page.locator(stop).click()
+        assert process.process.wait(20) == 0
+        row.wait_for(state="detached")  # the record went with the process, live
+        page.context.close()
+    finally:
+        process.stop()
+
+
+def test_cluster_page(browser: Any, web: WebProcess, node: NodeProcess, tmp_path: Path) -> None:
+    page = _page(browser)
+    page.goto(f"{web.url}/cluster")
+    page.wait_for_selector(f"#cluster td:text('127.0.0.1:{node.port}')")
+    assert page.locator("#cluster .flag-ok").count() >= 1
+    assert "1 node(s) known" in page.inner_text("#cluster")
+    _shot(page, tmp_path, "cluster")
+    page.context.close()
+
+
+def test_schedule_run_now(browser: Any, web: WebProcess, sched_queue: Path, tmp_path: Path) -> None:
+    schedules = f"{web.url}/api/v1/queues/sched/schedules"
+    wait_for(lambda: httpx.get(schedules, timeout=15).status_code == 200, "the queue dir seen")
+    page = _page(browser)
+    page.goto(f"{web.url}/q/sched")
+    page.wait_for_selector("#schedules td:text('0 0 1 1 *')")
+    assert "-01-01 00:00:00" in page.inner_text("#schedules")
+    page.click("button[data-action=run-now]")
+    flash = page.wait_for_selector("#flash.ok:has-text('enqueued D-')")
+    msg_id = flash.inner_text().split()[1]
+    job = httpx.get(f"{web.url}/api/v1/jobs/{msg_id}", timeout=15).json()
+    assert "from the schedule" in job["body"]
+    _shot(page, tmp_path, "schedules")
+    page.context.close()
+
+
+def test_read_only_sees_no_operator_buttons(
+    browser: Any, secured: WebProcess, sched_queue: Path, tmp_path: Path
+) -> None:
+    schedules = f"{secured.url}/api/v1/queues/sched/schedules"
+    wait_for(
+        lambda: httpx.get(schedules, auth=VIEWER, timeout=15).status_code == 200, "queue dir seen"
+    )
+    page = _page(browser, VIEWER)
+    for path in ("/dead-letters", "/workers", "/cluster", "/q/sched"):
+        page.goto(f"{secured.url}{path}")
+        page.wait_for_selector("main h1")
+        assert page.locator("form[method=post]").count() == 0, path
+        assert page.locator("button.action").count() == 0, path
+    assert "0 0 1 1 *" in page.inner_text("#schedules")  # sees the schedule, not "run now"
+    _shot(page, tmp_path, "read-only-schedules")
+    refused = page.request.post(f"{secured.url}/api/v1/queues/sched/schedules/0/run")
+    assert refused.status == 403
+    page.context.close()
+    admin = _page(browser, ADMIN)
+    admin.goto(f"{secured.url}/q/sched")
+    assert admin.locator("button[data-action=run-now]").count() == 1
+    admin.context.close()

@@ -99,3 +99,55 @@ def test_ansi_to_html() -> None:
     assert first + second + third == (
         '<span class="a-fg2">gre</span><span class="a-fg2">en</span> after'
     )
+
+
+def test_attachment_config_keys(tmp_path: Path) -> None:
+    config = load_config(None, data_dir=str(tmp_path), max_attachment_mb=2)
+    assert config.data_dir == tmp_path and config.max_attachment_bytes == 2 * 1024 * 1024
+    assert load_config(None).data_dir is None
+    for bad in (0, -1, "big", True, 1.5):
+        with pytest.raises(WebConfigError, match="max_attachment_mb"):
+            load_config(None, max_attachment_mb=bad)
+
+
+def test_attachment_store_writes_checks_and_cleans(tmp_path: Path) -> None:
+    import hashlib
+    import io
+    import os
+
+    from conveyor.web.attachments import AttachmentStore
+    from conveyor.web.gateway import ApiError
+
+    store = AttachmentStore(tmp_path / "attachments")
+    stored = store.save_file("a.bin", io.BytesIO(b"abc" * 1000), limit=10_000)
+    assert stored.md5 == hashlib.md5(b"abc" * 1000).hexdigest() and stored.size == 3000
+    path = store.path(stored.id)
+    assert path is not None and path.read_bytes() == b"abc" * 1000
+    assert store.meta(stored.id) == {**store.meta(stored.id), "name": "a.bin", "size": 3000}
+    with pytest.raises(ApiError) as too_big:
+        store.save_bytes("b.bin", b"x" * 11, limit=10)
+    assert too_big.value.status == 413
+    assert list((tmp_path / "attachments" / "tmp").iterdir()) == []  # the .part removed
+    for bad in ("../x", ".x", "a/b", "", "x\x00"):
+        with pytest.raises(ApiError):
+            store.writer(bad, 10)
+    assert store.path("../../etc/passwd") is None and store.meta("A" * 32) is None
+    old = path.stat().st_mtime - store.keep_s - 10
+    os.utime(path, (old, old))
+    assert store.clean() == 1 and store.path(stored.id) is None
+
+
+def test_latency_histogram_as_prometheus_buckets() -> None:
+    from conveyor.web.metrics import _buckets
+    from conveyor.worker.registry import LATENCY_BUCKETS, Latency
+
+    latency = Latency()
+    for seconds in (0.001, 0.2, 0.2, 100.0):
+        latency.observe(seconds)
+    pairs, total = _buckets(latency.doc()) or ([], 0.0)
+    as_dict = dict(pairs)
+    assert as_dict["0.005"] == 1 and as_dict["0.25"] == 3 and as_dict["60.0"] == 3
+    assert as_dict["+Inf"] == 4 and len(pairs) == len(LATENCY_BUCKETS) + 1
+    assert total == pytest.approx(100.401)
+    assert _buckets({"buckets": [1.0], "counts": [1]}) is None  # malformed: skipped
+    assert _buckets("junk") is None

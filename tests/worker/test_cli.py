@@ -100,7 +100,9 @@ def test_rerun_an_err_message(node: NodeProcess, tmp_path: Path) -> None:
     new_id = result.stdout.strip()
     shown = node.client().execute_command("SHOW", new_id)
     body = json.loads(dict(zip(shown[::2], shown[1::2], strict=True))[b"body"])
+    due_at = body.pop("due_at")  # when it may run: the workers' add-to-deliver latency
     assert body == {"params": {"param1": "again"}, "count": 0}
+    assert abs(due_at - time.time()) < 600
     assert store.status("D-old")["status"] == f"by design (re-run as {new_id})"  # type: ignore[index]
     missing = conveyor("queue", "rerun", str(tmp_path / "q"), "D-nope", "--nodes", nodes)
     assert missing.returncode != 0 and "no finished message D-nope" in missing.stderr

@@ -81,7 +81,8 @@
     if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
     var buttons = form.querySelectorAll("button");
     buttons.forEach(function (b) { b.disabled = true; });
-    fetch(form.action, {
+    // getAttribute: a field named "action" would shadow the form's action property.
+    fetch(form.getAttribute("action"), {
       method: "POST",
       body: new FormData(form),
       credentials: "same-origin",

@@ -1,0 +1,174 @@
+"""Attachments on the console's disk, under `<data dir>/attachments`, never in a job.
+
+An upload is streamed to `tmp/<id>.part` in chunks while its MD5 is computed, then renamed
+to `<id[:2]>/<id>` beside `<id>.json` (name, size, MD5, time): a half-written file is never
+served. The job carries only a reference (URL, size, MD5), and the worker that runs the
+message fetches the file from `GET /attachments/<id>` (conveyor.worker.attachments). The ID
+is 192 random bits: the URL is the capability, so workers need no console credentials
+(like a pre-signed URL). Files older than KEEP_S are removed, at most once an hour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from starlette.concurrency import run_in_threadpool
+
+from conveyor.web.gateway import ApiError
+
+CHUNK = 1024 * 1024
+KEEP_S = 30 * 86400.0
+_CLEAN_EVERY_S = 3600.0
+ID_RE = r"[A-Za-z0-9_-]{32}"
+NAME_RE = r"[^/\x00-\x1f.][^/\x00-\x1f]{0,254}"
+
+
+@dataclass
+class Stored:
+    id: str
+    name: str
+    md5: str
+    size: int
+
+
+def check_name(name: str) -> str:
+    if not re.fullmatch(NAME_RE, name or ""):
+        raise ApiError(400, "bad_attachment", f"attachment name not allowed: {name[:80]!r}")
+    return name
+
+
+class Writer:
+    """One upload in progress: chunks in, MD5 and size counted; `finish` publishes it."""
+
+    def __init__(self, store: AttachmentStore, name: str, limit: int) -> None:
+        self.store, self.name, self.limit = store, check_name(name), limit
+        self.id = secrets.token_urlsafe(24)
+        self.part = store.root / "tmp" / f"{self.id}.part"
+        self.md5 = hashlib.md5()
+        self.size = 0
+        self._file: IO[bytes] = open(self.part, "wb")  # noqa: SIM115 - closed in finish/abort
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            self.abort()
+            raise ApiError(413, "too_large", f"attachment {self.name!r} is over {self.limit} bytes")
+        self.md5.update(chunk)
+        self._file.write(chunk)
+
+    def finish(self) -> Stored:
+        self._file.close()
+        stored = Stored(self.id, self.name, self.md5.hexdigest(), self.size)
+        folder = self.store.root / self.id[:2]
+        folder.mkdir(exist_ok=True)
+        meta = {"name": stored.name, "md5": stored.md5, "size": stored.size, "at": time.time()}
+        (folder / f"{self.id}.json").write_text(json.dumps(meta))
+        os.replace(self.part, folder / self.id)  # last: a file with no meta is never served
+        return stored
+
+    def abort(self) -> None:
+        self._file.close()
+        with contextlib.suppress(OSError):
+            self.part.unlink()
+
+
+class AttachmentStore:
+    def __init__(self, root: Path, keep_s: float = KEEP_S) -> None:
+        self.root = root
+        self.keep_s = keep_s
+        (root / "tmp").mkdir(parents=True, exist_ok=True)
+        self._cleaned = 0.0
+        self._lock = threading.Lock()
+
+    def writer(self, name: str, limit: int) -> Writer:
+        self._maybe_clean()
+        return Writer(self, name, limit)
+
+    def save_bytes(self, name: str, data: bytes, limit: int) -> Stored:
+        writer = self.writer(name, limit)
+        writer.write(data)
+        return writer.finish()
+
+    def save_file(self, name: str, source: IO[bytes], limit: int) -> Stored:
+        """From an open file (a form's spooled upload), in chunks."""
+        writer = self.writer(name, limit)
+        try:
+            while chunk := source.read(CHUNK):
+                writer.write(chunk)
+        except ApiError:
+            raise
+        except BaseException:
+            writer.abort()
+            raise
+        return writer.finish()
+
+    def path(self, aid: str) -> Path | None:
+        if not re.fullmatch(ID_RE, aid):
+            return None
+        path = self.root / aid[:2] / aid
+        return path if path.is_file() else None
+
+    def meta(self, aid: str) -> dict[str, Any] | None:
+        path = self.path(aid)
+        if path is None:
+            return None
+        try:
+            doc = json.loads(path.with_name(f"{aid}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def _maybe_clean(self) -> None:
+        with self._lock:
+            if time.monotonic() - self._cleaned < _CLEAN_EVERY_S:
+                return
+            self._cleaned = time.monotonic()
+        self.clean()
+
+    def clean(self, now: float | None = None) -> int:
+        """Remove attachments (and abandoned .part files) older than keep_s."""
+        cutoff = (time.time() if now is None else now) - self.keep_s
+        removed = 0
+        for path in self.root.glob("*/*"):
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += path.suffix != ".json"
+            except OSError:
+                continue
+        return removed
+
+
+async def save_stream(
+    store: AttachmentStore, name: str, chunks: AsyncIterator[bytes], limit: int
+) -> Stored:
+    """An upload straight from the request body, written in ~1 MB pieces off the event loop."""
+    writer = await run_in_threadpool(store.writer, name, limit)
+    pending: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in chunks:
+            pending.append(chunk)
+            size += len(chunk)
+            if size >= CHUNK:
+                await run_in_threadpool(writer.write, b"".join(pending))
+                pending, size = [], 0
+        if pending:
+            await run_in_threadpool(writer.write, b"".join(pending))
+    except ApiError:
+        raise
+    except BaseException:  # the client went away mid-upload
+        writer.abort()
+        raise
+    return await run_in_threadpool(writer.finish)

@@ -1,0 +1,162 @@
+"""Webhooks: a message that asks for one has its final state (done, err, relayed) POSTed as
+JSON to its URL by the worker that settled it.
+
+One thread per worker process sends them, so a slow or dead endpoint never holds a slot.
+A failed attempt (a connection error, a timeout, any status but 2xx) is retried after
+`backoff * 2^(n-1)` seconds, capped at MAX_DELAY_S, for at most `attempts` attempts; then it
+is given up. Pending deliveries are bounded (MAX_PENDING): past that a new one is dropped
+with a warning rather than letting a dead endpoint grow the worker's memory. Each attempt's
+outcome is written to `webhook.json` in the message's directory for the console to show.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+log = logging.getLogger("conveyor.worker")
+MAX_PENDING = 10_000
+MAX_DELAY_S = 300.0
+TIMEOUT_S = 10.0
+MAX_URL = 2048
+
+
+def check_url(url: str) -> str:
+    """A webhook URL must be absolute http(s); the reason as ValueError otherwise."""
+    parts = urlsplit(url)
+    if len(url) > MAX_URL or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"webhook must be an http(s) URL of at most {MAX_URL} characters")
+    if any(ord(c) < 33 for c in url):
+        raise ValueError("webhook URL may not contain spaces or control characters")
+    return url
+
+
+@dataclass
+class Delivery:
+    url: str
+    payload: dict[str, Any]
+    record: Path  # webhook.json beside the message
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class WebhookSender:
+    def __init__(self, attempts: int = 8, backoff: float = 1.0) -> None:
+        self.max_attempts = max(1, attempts)
+        self.backoff = max(0.01, backoff)
+        self._heap: list[tuple[float, int, Delivery]] = []
+        self._order = itertools.count()  # ties in time keep submission order
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="webhooks", daemon=True)
+        self._thread.start()
+
+    def submit(self, url: str, payload: dict[str, Any], message_dir: Path) -> bool:
+        """Queue a delivery; False (and a warning) when too many are pending."""
+        delivery = Delivery(url, payload, message_dir / "webhook.json")
+        with self._cond:
+            if len(self._heap) >= MAX_PENDING:
+                log.warning("webhook to %s dropped: %d already pending", url, MAX_PENDING)
+                return False
+            heapq.heappush(self._heap, (time.monotonic(), next(self._order), delivery))
+            self._cond.notify()
+        _record(delivery, delivered=False, gave_up=False)
+        return True
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._heap)
+
+    def close(self, timeout: float) -> None:
+        """Let deliveries due within `timeout` go out, then stop."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._heap and self._heap[0][0] <= deadline and time.monotonic() < deadline:
+                self._cond.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(max(0.1, deadline - time.monotonic()))
+        if self._heap:
+            log.warning("%d webhook deliveries not sent before the worker stopped", len(self._heap))
+
+    def _next(self) -> Delivery | None:
+        with self._cond:
+            while not self._closed:
+                if self._heap and self._heap[0][0] <= time.monotonic():
+                    return heapq.heappop(self._heap)[2]
+                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                self._cond.wait(wait)
+            return None
+
+    def _loop(self) -> None:
+        while (delivery := self._next()) is not None:
+            error = _post(delivery)
+            delivery.attempts += 1
+            if error is None:
+                _record(delivery, delivered=True, gave_up=False)
+                with self._cond:
+                    self._cond.notify_all()
+                continue
+            delivery.errors = [*delivery.errors[-4:], error]
+            gave_up = delivery.attempts >= self.max_attempts
+            _record(delivery, delivered=False, gave_up=gave_up)
+            if gave_up:
+                log.warning("webhook to %s given up after %d attempts: %s",
+                            delivery.url, delivery.attempts, error)  # fmt: skip
+            else:
+                delay = min(MAX_DELAY_S, self.backoff * 2 ** (delivery.attempts - 1))
+                with self._cond:
+                    heapq.heappush(
+                        self._heap, (time.monotonic() + delay, next(self._order), delivery)
+                    )
+            with self._cond:
+                self._cond.notify_all()
+
+
+def _post(delivery: Delivery) -> str | None:
+    """One attempt; None on a 2xx answer, else what went wrong."""
+    body = json.dumps(delivery.payload).encode()
+    request = urllib.request.Request(
+        delivery.url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "conveyor-worker"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            response.read(65536)  # the answer is not used; a little is read to end cleanly
+            return None
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except Exception as exc:  # refused, timed out, a broken answer: all worth a retry
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _record(delivery: Delivery, *, delivered: bool, gave_up: bool) -> None:
+    """webhook.json beside the message; the message may have been moved or deleted by an
+    operator meanwhile, and then there is nothing to write to."""
+    doc = {
+        "url": delivery.url,
+        "attempts": delivery.attempts,
+        "delivered": delivered,
+        "gave_up": gave_up,
+        "errors": delivery.errors,
+        "updated": time.time(),
+    }
+    tmp = delivery.record.with_name("webhook.json.tmp")
+    try:
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, delivery.record)
+    except OSError:
+        pass

@@ -1,0 +1,183 @@
+"""Webhooks and referenced attachments, against real HTTP servers the tests start on
+127.0.0.1, a real node and real `conveyor worker` processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor.client import Client
+from conveyor.worker.attachments import FetchError, fetch
+from conveyor.worker.envelope import Attachment, Envelope, EnvelopeError
+from conveyor.worker.queuedir import QueueConfig
+from conveyor.worker.service import add_message
+from conveyor.worker.webhooks import check_url
+from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
+
+
+class Recorder:
+    """An HTTP server: POSTs are recorded and answered with the next status of `statuses`
+    (the last one repeats); GET /file serves `payload`."""
+
+    def __init__(self, statuses: list[int], payload: bytes = b"") -> None:
+        self.statuses, self.payload = list(statuses), payload
+        self.posts: list[dict[str, Any]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                recorder.posts.append(json.loads(self.rfile.read(length)))
+                statuses = recorder.statuses
+                status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                if self.path != "/file":
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("content-length", str(len(recorder.payload)))
+                self.end_headers()
+                self.wfile.write(recorder.payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def recorder_factory() -> Iterator[Callable[..., Recorder]]:
+    started: list[Recorder] = []
+
+    def make(statuses: list[int], payload: bytes = b"") -> Recorder:
+        started.append(Recorder(statuses, payload))
+        return started[-1]
+
+    yield make
+    for recorder in started:
+        recorder.close()
+
+
+DONE = '#!/bin/bash\necho "done finished $RQ_PARAM1" >&$RQ_WRITE\n'
+
+
+def _queue(tmp_path: Path, name: str) -> QueueConfig:
+    script = write_script(tmp_path / f"{name}.sh", DONE)
+    return QueueConfig.load(make_queue(tmp_path, name, script, exec_prefix=""))
+
+
+def test_webhook_retried_until_delivered(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess],
+    recorder_factory: Callable[..., Recorder],
+) -> None:  # fmt: skip
+    hook = recorder_factory([500, 503, 200])
+    config = _queue(tmp_path, "wh_ok")
+    start_worker(str(config.directory), "--webhook-backoff", "0.05")
+    job_id = add_message(client, config, Envelope({"param1": "x"}, webhook=f"{hook.url}/hook"))
+    done = wait_state(config.directory, job_id, ("done",))
+    record_path = config.directory / "done" / job_id.replace("/", "_") / "webhook.json"
+    record = wait_for(
+        lambda: (doc := json.loads(record_path.read_text())) and doc["delivered"] and doc,
+        what="the webhook delivered",
+    )
+    assert record["attempts"] == 3 and record["errors"] == ["HTTP 500", "HTTP 503"]
+    assert len(hook.posts) == 3
+    final = hook.posts[-1]
+    assert final["id"] == job_id and final["queue"] == "wh_ok" and final["state"] == "done"
+    assert final["status"] == done["status"] == "finished x" and final["exit"] == 0
+
+
+def test_webhook_attempts_are_bounded(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess],
+    recorder_factory: Callable[..., Recorder],
+) -> None:  # fmt: skip
+    hook = recorder_factory([500])
+    config = _queue(tmp_path, "wh_fail")
+    start_worker(str(config.directory), "--webhook-backoff", "0.05", "--webhook-attempts", "3")
+    job_id = add_message(client, config, Envelope(webhook=f"{hook.url}/hook"))
+    wait_state(config.directory, job_id, ("done",))
+    record_path = config.directory / "done" / job_id.replace("/", "_") / "webhook.json"
+    record = wait_for(
+        lambda: (doc := json.loads(record_path.read_text())) and doc["gave_up"] and doc,
+        what="the webhook given up",
+    )
+    assert record["attempts"] == 3 and not record["delivered"]
+    assert len(hook.posts) == 3
+
+
+def test_webhook_urls_are_checked() -> None:
+    assert check_url("http://127.0.0.1:8080/x?y=1") == "http://127.0.0.1:8080/x?y=1"
+    for bad in ("ftp://h/x", "http://", "/relative", "http://h/a b", "http://h/" + "x" * 3000):
+        with pytest.raises(ValueError, match="webhook"):
+            check_url(bad)
+
+
+def test_fetch_checks_md5_size_and_failures(
+    tmp_path: Path, recorder_factory: Callable[..., Recorder]
+) -> None:
+    payload = b"attachment bytes" * 1000
+    server = recorder_factory([200], payload)
+    md5 = hashlib.md5(payload).hexdigest()
+    target = tmp_path / "a.bin"
+    fetch(Attachment("a.bin", b"", md5, f"{server.url}/file", len(payload)), target)
+    assert target.read_bytes() == payload
+    with pytest.raises(EnvelopeError, match="MD5"):
+        fetch(Attachment("b.bin", b"", "0" * 32, f"{server.url}/file"), tmp_path / "b.bin")
+    with pytest.raises(EnvelopeError, match="more than its 10 bytes"):
+        fetch(Attachment("c.bin", b"", md5, f"{server.url}/file", 10), tmp_path / "c.bin")
+    with pytest.raises(EnvelopeError, match="404"):
+        fetch(Attachment("d.bin", b"", md5, f"{server.url}/gone"), tmp_path / "d.bin")
+    with pytest.raises(FetchError):  # nobody listens there: worth trying again later
+        fetch(Attachment("e.bin", b"", md5, "http://127.0.0.1:9/file"), tmp_path / "e.bin")
+    with pytest.raises(EnvelopeError, match="http"):
+        fetch(Attachment("f.bin", b"", md5, "file:///etc/passwd"), tmp_path / "f.bin")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]  # no .part left behind
+
+
+def test_worker_fetches_referenced_attachment_and_dup_keeps_the_reference(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess],
+    recorder_factory: Callable[..., Recorder],
+) -> None:  # fmt: skip
+    payload = b"\x00\x01 referenced " * 5000
+    server = recorder_factory([200], payload)
+    md5 = hashlib.md5(payload).hexdigest()
+    dup = (
+        "#!/bin/bash\necho 'dup 0-X-ref_dst' >&$RQ_WRITE\n"
+        'read -u $RQ_READ r\necho "done $r" >&$RQ_WRITE\n'
+    )
+    src = QueueConfig.load(
+        make_queue(tmp_path, "ref_src", write_script(tmp_path / "dup.sh", dup), exec_prefix="")
+    )
+    dst = _queue(tmp_path, "ref_dst")
+    start_worker(str(src.directory), str(dst.directory))
+    ref = Attachment("in.bin", b"", md5, f"{server.url}/file", len(payload))
+    job_id = add_message(client, src, Envelope(attachments=[ref]))
+    status = wait_state(src.directory, job_id, ("done",))
+    clone_id = status["status"].split()[-1]
+    wait_state(dst.directory, clone_id, ("done",))
+    for config, msg in ((src, job_id), (dst, clone_id)):
+        folder = config.directory / "done" / msg.replace("/", "_")
+        assert (folder / "attach" / "in.bin").read_bytes() == payload
+    # The clone carried the reference (URL, size, MD5), never the bytes.
+    meta = json.loads(
+        (dst.directory / "done" / clone_id.replace("/", "_") / "msg.json").read_text()
+    )
+    [carried] = meta["envelope"]["attachments"]
+    assert carried == {"name": "in.bin", "md5": md5, "url": ref.url, "size": len(payload)}
