@@ -41,6 +41,7 @@ class AcksMixin(CoreState):
     def _acknowledge(self, job: Job, now_ms: int) -> None:
         was_queued = job.state == QUEUED
         job.state = ACKED
+        self.acked_jobs += 1
         if was_queued:
             self._left_queue(job, now_ms)
         if not job.retry:

@@ -56,6 +56,8 @@ class QueueingMixin(CoreState):
             job.additional_deliveries += 1
         job.flags = (flags | QUEUED_ONCE) & ~NACK_PENDING
         requeue = bool(flags & QUEUED_ONCE)
+        if requeue:
+            self.requeued_jobs += 1
         config = self.config
         if (
             requeue
@@ -93,6 +95,7 @@ class QueueingMixin(CoreState):
         """A job popped from its queue goes to a client."""
         job.state = ACTIVE
         job.flags |= DELIVERED
+        self.delivered_jobs += 1
         retry = job.retry
         if retry:
             # The requeue clock starts at delivery (like a visibility timeout), not at the
@@ -169,6 +172,7 @@ class QueueingMixin(CoreState):
             # Counted now, so the "nacked" event shows it; the queueing (at once or after
             # DELAY) sees NACK_PENDING and does not count it again.
             job.nacks += 1
+            self.nacked_jobs += 1
             job.flags |= NACK_PENDING
             self._changed(EV_NACKED, job, now_ms)
             if delay_s:

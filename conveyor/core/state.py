@@ -78,6 +78,11 @@ class CoreState:
         self.expired_jobs = 0
         self.evicted_jobs = 0
         self.dead_lettered_jobs = 0
+        # Totals since start, for INFO and /metrics.
+        self.delivered_jobs = 0
+        self.acked_jobs = 0
+        self.nacked_jobs = 0
+        self.requeued_jobs = 0
 
     def set_node_id(self, node_id: str) -> None:
         """A new identity (CLUSTER RESET HARD): later job IDs carry the new prefix."""

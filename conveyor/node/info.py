@@ -95,6 +95,10 @@ def _jobs(server: Server) -> dict[str, object]:
         "expired_jobs": core.expired_jobs,
         "evicted_jobs": core.evicted_jobs,
         "dead_lettered_jobs": core.dead_lettered_jobs,
+        "delivered_jobs": core.delivered_jobs,
+        "acked_jobs": core.acked_jobs,
+        "nacked_jobs": core.nacked_jobs,
+        "requeued_jobs": core.requeued_jobs,
     }
 
 

@@ -40,6 +40,10 @@ _INFO_METRICS = {
     "expired_jobs": ("conveyor_node_expired_jobs", "Jobs removed at their TTL", True),
     "evicted_jobs": ("conveyor_node_evicted_jobs", "Jobs evicted under maxmemory", True),
     "dead_lettered_jobs": ("conveyor_node_dead_lettered_jobs", "Jobs moved to the DLQ", True),
+    "delivered_jobs": ("conveyor_node_delivered_jobs", "Jobs handed to consumers", True),
+    "acked_jobs": ("conveyor_node_acked_jobs", "Jobs acknowledged here", True),
+    "nacked_jobs": ("conveyor_node_nacked_jobs", "NACKs received", True),
+    "requeued_jobs": ("conveyor_node_requeued_jobs", "Jobs queued again (retry, NACK)", True),
     "total_connections_received": (
         "conveyor_node_connections_received",
         "Connections accepted",

@@ -214,3 +214,27 @@ def test_getjob_timeout_and_a_late_job(node: NodeProcess, r: redis.Redis) -> Non
         assert qlen(r) == 1  # the timed-out client does not take it
         client.send_command("GETJOB", "FROM", "q")
         assert client.read_reply() == [[b"q", job_id, b"body"]]
+
+
+def test_info_counts_deliveries_acks_nacks_and_requeues(node: NodeProcess) -> None:
+    r = node.client()
+
+    def totals() -> dict[str, int]:
+        fields = info(r, "jobs")
+        return {name: int(fields[name]) for name in
+                ("delivered_jobs", "acked_jobs", "nacked_jobs", "requeued_jobs")}  # fmt: skip
+
+    before = totals()
+    first = r.execute_command("ADDJOB", "q", "a", "0")
+    second = r.execute_command("ADDJOB", "q", "b", "0")
+    r.execute_command("GETJOB", "COUNT", "2", "FROM", "q")
+    r.execute_command("NACK", second)  # queued again at once
+    r.execute_command("GETJOB", "FROM", "q")
+    r.execute_command("ACKJOB", first, second)
+    after = totals()
+    assert {name: after[name] - before[name] for name in after} == {
+        "delivered_jobs": 3,
+        "acked_jobs": 2,
+        "nacked_jobs": 1,
+        "requeued_jobs": 1,
+    }

@@ -196,6 +196,9 @@ def test_metrics_pass_promtool_and_move(
     latency = "conveyor_add_to_deliver_latency_seconds_count"
     assert _sample(after, latency) >= _sample(before, latency) + 3
     # (QSTAT's jobs_in counters moving: test_api.py's test_metrics_move_with_jobs.)
+    # The node's own totals: each message was delivered once and acked once.
+    for total in ("conveyor_node_delivered_jobs_total", "conveyor_node_acked_jobs_total"):
+        assert _sample(after, total) >= _sample(before, total) + 3, total
     assert _sample(after, "conveyor_worker_slots", 'queue="jobs"') >= 1
     assert 'conveyor_node_flag{flag="ok"' in after or "conveyor_node_flag{node=" in after
     assert "conveyor_cluster_links{" in after
