@@ -32,7 +32,7 @@ from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, GotJob, Header, Rep
 from conveyor.core.args import AddJobArgs
 from conveyor.core.effects import Reply
 from conveyor.core.errors import CommandError
-from conveyor.core.job import DELETED, WAIT_REPL, Job
+from conveyor.core.job import DELETED, QUEUED_ONCE, WAIT_REPL, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
@@ -159,6 +159,9 @@ class Replication:
             if job is None:
                 return  # already expired
             job.nodes_delivered = self._known(record.nodes)
+            # Its first queueing here is a requeue: counted, and announced with QUEUED
+            # (Disque sets BCAST_QUEUED on every copy received).
+            job.flags |= QUEUED_ONCE
         elif known.nodes_delivered is not None:
             merged = dict.fromkeys(known.nodes_delivered + self._known(record.nodes))
             known.nodes_delivered = tuple(merged)

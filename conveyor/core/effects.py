@@ -18,7 +18,7 @@ from "absent" through this table yields the state the core holds for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
 from conveyor.core.job import ACKED, ACTIVE, QUEUED, WAIT_REPL
 
@@ -105,3 +105,17 @@ class Effects(NamedTuple):
     job_events: list[JobEvent]
     messages: list[SendMessage]
     deadline_ms: int | None
+
+
+class ClusterHooks(Protocol):
+    """What the core tells the cluster about a job other nodes hold copies of, as it
+    happens (conveyor.cluster.requeue implements it). Called only for such jobs."""
+
+    def will_queue(self, job: Job, now_ms: int) -> None:
+        """The job is about to be requeued here (WILLQUEUE_ADVANCE_MS ahead)."""
+
+    def queued(self, job: Job, nacked: bool, now_ms: int) -> None:
+        """The job was queued again here (after RETRY, or by a NACK when `nacked`)."""
+
+    def working(self, job: Job, now_ms: int) -> None:
+        """A client said it works on the job: the others must not requeue it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from conveyor.core.acks import AcksMixin
 from conveyor.core.args import QUEUE_GC_IDLE_MS, AddJobArgs, EngineConfig, GetJobArgs
 from conveyor.core.blocking import BlockingMixin
-from conveyor.core.job import ACTIVE, DELETED
+from conveyor.core.job import ACTIVE, DELETED, WILLQUEUE_ADVANCE_MS, WILLQUEUE_SENT
 from conveyor.core.jobs import JobsMixin
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.queueing import QueueingMixin
@@ -47,6 +47,17 @@ class Engine(JobsMixin, QueueingMixin, BlockingMixin, AcksMixin):
             if now_ms >= job.etime:
                 self.expire(job, now_ms)
                 continue
+            if (
+                job.state == ACTIVE
+                and job.qtime
+                and not job.flags & WILLQUEUE_SENT
+                and job.nodes_delivered is not None
+                and len(job.nodes_delivered) > 1
+                and now_ms >= job.qtime - WILLQUEUE_ADVANCE_MS
+            ):
+                job.flags |= WILLQUEUE_SENT
+                if self.cluster_hooks is not None:
+                    self.cluster_hooks.will_queue(job, now_ms)
             if job.state == ACTIVE and job.qtime and now_ms >= job.qtime:
                 queue = self.queues.get(job.queue)
                 if queue is not None and queue.pause & PAUSE_IN:

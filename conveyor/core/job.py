@@ -27,6 +27,11 @@ STATE_BY_NAME: dict[bytes, int] = {name: state for state, name in STATE_NAMES.it
 QUEUED_ONCE = 1  # a later queueing is a re-delivery (counts additional-deliveries)
 DELIVERED = 2  # handed to a client at least once (at-most-once jobs can't come back)
 NACK_PENDING = 4  # a delayed NACK already counted; its timed re-queue must not count again
+WILLQUEUE_SENT = 8  # the other holders were told (WILLQUEUE) of the coming requeue
+
+# In a cluster, how long before requeueing a holder tells the others (WILLQUEUE), so that
+# one that has the job queued or acked can stop it (Disque's JOB_WILLQUEUE_ADVANCE).
+WILLQUEUE_ADVANCE_MS = 500
 
 
 class Job:
@@ -108,6 +113,9 @@ class Job:
         """When the timers must next look at this job: its requeue time or its expiry."""
         qtime = self.qtime
         if qtime and self.state == ACTIVE and qtime < self.etime:
+            holders = self.nodes_delivered
+            if holders is not None and len(holders) > 1 and not self.flags & WILLQUEUE_SENT:
+                return qtime - WILLQUEUE_ADVANCE_MS  # first tell the other holders
             return qtime
         return self.etime
 

@@ -28,6 +28,7 @@ from conveyor.core.job import (
     NACK_PENDING,
     QUEUED,
     QUEUED_ONCE,
+    WILLQUEUE_SENT,
     Job,
 )
 from conveyor.core.queue import PAUSE_NONE, PAUSE_OUT, JobQueue
@@ -54,7 +55,7 @@ class QueueingMixin(CoreState):
             pass  # counted when the NACK came in
         elif flags & QUEUED_ONCE:
             job.additional_deliveries += 1
-        job.flags = (flags | QUEUED_ONCE) & ~NACK_PENDING
+        job.flags = (flags | QUEUED_ONCE) & ~(NACK_PENDING | WILLQUEUE_SENT)
         requeue = bool(flags & QUEUED_ONCE)
         if requeue:
             self.requeued_jobs += 1
@@ -79,6 +80,9 @@ class QueueingMixin(CoreState):
         self.timers.file_job(job, job.etime, now_ms)
         if self.job_events is not None:
             self._changed(EV_REQUEUED if requeue else EV_QUEUED, job, now_ms)
+        hooks = self.cluster_hooks
+        if hooks is not None and requeue and _held_elsewhere(job):
+            hooks.queued(job, bool(flags & NACK_PENDING), now_ms)
         if queue.blocked and not queue.pause & PAUSE_OUT:
             self._serve_waiters(queue, now_ms)
         return True
@@ -228,8 +232,21 @@ class QueueingMixin(CoreState):
         if job.qtime > requeue_at and not job.flags & DELIVERED:
             requeue_at = job.qtime  # WORKING postpones; it never brings a DELAY forward
         job.qtime = requeue_at
+        job.flags &= ~WILLQUEUE_SENT
         self.timers.file_job(job, job.awake_at(), now_ms)
+        if self.cluster_hooks is not None and _held_elsewhere(job):
+            self.cluster_hooks.working(job, now_ms)
         return job.retry
+
+    def requeued_elsewhere(self, job: Job, dequeue: bool, now_ms: int) -> None:
+        """Another holder queued the job (QUEUED) or a client works on it there
+        (WORKING): take it out of our queue when `dequeue`, and wait a RETRY again."""
+        if dequeue and job.state == QUEUED:
+            self._dequeue(job, now_ms)
+        if job.retry and job.state != QUEUED:
+            job.flags &= ~WILLQUEUE_SENT
+            job.qtime = now_ms + job.retry * 1000 + self._jitter()
+            self.timers.file_job(job, job.awake_at(), now_ms)
 
     # -- queues -----------------------------------------------------------------------------
     def qlen(self, name: bytes) -> int:
@@ -303,3 +320,8 @@ class QueueingMixin(CoreState):
         return self._scans.scan(
             cursor, jobs.keys, accept_id, count, None if busyloop else count * 10
         )
+
+
+def _held_elsewhere(job: Job) -> bool:
+    holders = job.nodes_delivered
+    return holders is not None and len(holders) > 1

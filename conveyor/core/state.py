@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.core.args import EngineConfig
 from conveyor.core.effects import (
+    ClusterHooks,
     Effects,
     JobEvent,
     Reply,
@@ -70,6 +71,8 @@ class CoreState:
         self.replies: list[WokenGetJob | Reply] = []
         self.job_events: list[JobEvent] | None = None  # None: nobody consumes them
         self.messages: list[SendMessage] = []
+        # The cluster's requeue coordination (conveyor.cluster.requeue); None alone.
+        self.cluster_hooks: ClusterHooks | None = None
         # False while anything (a cluster, leaving) needs ADDJOB's full path.
         self._fast_adds = True
         self.jobs_bytes = 0  # estimate of the memory held by jobs (see JOB_OVERHEAD_BYTES)

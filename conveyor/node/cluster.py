@@ -34,11 +34,15 @@ from conveyor.cluster.messages import (
     GotAck,
     GotJob,
     Message,
+    Queued,
     ReplJob,
     SetAck,
+    WillQueue,
+    Working,
 )
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
 from conveyor.cluster.replication import EXTRA_TARGET_MS, Replication
+from conveyor.cluster.requeue import Requeue
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
 from conveyor.node.connection import now_ms
@@ -79,6 +83,8 @@ class ClusterDriver:
         self.bus_error: str | None = None
         self.replication = Replication(server.core, self.membership, random.Random())
         self.acks = AckGC(server.core, self.membership, self.replication, random.Random())
+        self.requeue = Requeue(server.core, self.membership)
+        server.core.cluster_hooks = self.requeue
         self._repl_timer: asyncio.TimerHandle | None = None
         self.messages_sent = 0
         self.messages_received = 0
@@ -203,6 +209,10 @@ class ClusterDriver:
             self.acks.receive_setack(message, now)
         elif isinstance(message, GotAck):
             self.acks.receive_gotack(message, now)
+        elif isinstance(message, (Queued, Working)):
+            self.requeue.receive_queued(message, now)
+        elif isinstance(message, WillQueue):
+            self.requeue.receive_willqueue(message, now)
         else:
             return
         self._run_actions(None)
