@@ -93,13 +93,13 @@ def test_meet_one_node_and_all_learn_all(tmp_path: Path, cluster: list[NodeProce
         assert set(entries) == {n.port for n in cluster}
         assert {entry[1] for entry in entries.values()} == {b"127.0.0.1"}
         assert {entry[3] for entry in entries.values()} == {b"1"}
-    # Until replication is built, jobs stay where they were added, with one copy.
+    # The default replication level follows the cluster: min(3, size).
     client = hub.client()
     job_id = client.execute_command("ADDJOB", "q", "body", "0")
     show = client.execute_command("SHOW", job_id)
-    assert show[show.index(b"repl") + 1] == 1
-    with pytest.raises(redis.ResponseError, match="NOREPL"):
-        client.execute_command("ADDJOB", "q", "body", "0", "REPLICATE", "2")
+    assert show[show.index(b"repl") + 1] == 3
+    with pytest.raises(redis.ResponseError, match="NOREPL Not enough reachable nodes"):
+        client.execute_command("ADDJOB", "q", "body", "0", "REPLICATE", "5")
 
 
 def test_two_of_five_killed_are_marked_fail_and_cleared_after_restart(
