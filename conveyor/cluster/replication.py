@@ -158,19 +158,19 @@ class Replication:
             job = core.import_job(record, now_ms, etime_relative=True)
             if job is None:
                 return  # already expired
-            job.nodes_delivered = self._known(record.nodes)
+            job.nodes_delivered = self.known_names(record.nodes)
             # Its first queueing here is a requeue: counted, and announced with QUEUED
             # (Disque sets BCAST_QUEUED on every copy received).
             job.flags |= QUEUED_ONCE
         elif known.nodes_delivered is not None:
-            merged = dict.fromkeys(known.nodes_delivered + self._known(record.nodes))
+            merged = dict.fromkeys(known.nodes_delivered + self.known_names(record.nodes))
             known.nodes_delivered = tuple(merged)
         if not header.mflags & MFLAG_NOREPLY:
             self.membership.actions.append(
                 Send(header.sender, GotJob(self.membership.header(), record.id))
             )
 
-    def _known(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    def known_names(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
         # Names this node does not know are dropped (Disque does the same).
         nodes = self.membership.nodes
         return tuple(name for name in names if name in nodes)

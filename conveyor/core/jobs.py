@@ -216,8 +216,12 @@ class JobsMixin(CoreState):
         return job
 
     def _known_nodes(self, nodes: tuple[bytes, ...]) -> tuple[bytes, ...] | None:
-        # Names this node does not know are dropped, as Disque does; a cluster of one
-        # knows only itself.
+        # Names this node does not know are dropped, as Disque does: the cluster's
+        # filter knows its nodes; a cluster of one knows only itself.
+        if self.node_filter is not None:
+            known = self.node_filter(nodes)
+            if len(known) > 1:
+                return known
         if self.node_name in nodes:
             return None
         return ()

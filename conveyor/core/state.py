@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from conveyor.core.args import EngineConfig
@@ -73,6 +74,8 @@ class CoreState:
         self.messages: list[SendMessage] = []
         # The cluster's requeue coordination (conveyor.cluster.requeue); None alone.
         self.cluster_hooks: ClusterHooks | None = None
+        # Which of a record's node names the cluster knows (None: a cluster of one).
+        self.node_filter: Callable[[tuple[bytes, ...]], tuple[bytes, ...]] | None = None
         # False while anything (a cluster, leaving) needs ADDJOB's full path.
         self._fast_adds = True
         self.jobs_bytes = 0  # estimate of the memory held by jobs (see JOB_OVERHEAD_BYTES)

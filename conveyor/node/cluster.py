@@ -85,6 +85,7 @@ class ClusterDriver:
         self.acks = AckGC(server.core, self.membership, self.replication, random.Random())
         self.requeue = Requeue(server.core, self.membership)
         server.core.cluster_hooks = self.requeue
+        server.core.node_filter = self.replication.known_names
         self._repl_timer: asyncio.TimerHandle | None = None
         self.messages_sent = 0
         self.messages_received = 0
@@ -95,8 +96,11 @@ class ClusterDriver:
         return self.server.data_dir / self.server.config["cluster-config-file"]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
+    def load_config(self) -> None:
+        """nodes.conf, before the AOF: loaded jobs keep the names of their holders."""
         self._load_nodes_conf()
+
+    async def start(self) -> None:
         config = self.server.config
         host = (config["bind"].split() or ["127.0.0.1"])[0]
         bus_port = config["port"] + BUS_PORT_OFFSET

@@ -178,6 +178,7 @@ class Server(ClientBuffers, JobEventConsumers):
                 self.loop.add_signal_handler(sig, self.request_shutdown)
             except (NotImplementedError, RuntimeError):
                 pass
+        self.cluster.load_config()
         await load_at_start(self.aof)
         await self.cluster.start()
         log.info(

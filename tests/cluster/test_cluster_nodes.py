@@ -60,10 +60,10 @@ def all_healthy(nodes: list[NodeProcess]) -> bool:
     return True
 
 
-def form(base: Path, cluster: list[NodeProcess], count: int) -> None:
+def form(base: Path, cluster: list[NodeProcess], count: int, *extra: str) -> None:
     """Start `count` nodes into `cluster`, each MEETing the first, and wait until all
     know all."""
-    cluster.extend(start(base, index) for index in range(count))
+    cluster.extend(start(base, index, None, *extra) for index in range(count))
     for node in cluster[1:]:
         assert (
             node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", cluster[0].port) == b"OK"
