@@ -46,6 +46,7 @@ from conveyor.cluster.requeue import Requeue
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
 from conveyor.node.connection import now_ms
+from conveyor.node.deferred import ReplySlot
 
 if TYPE_CHECKING:
     from conveyor.cluster.link import BusLink
@@ -57,15 +58,6 @@ log = logging.getLogger("conveyor.cluster")
 
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
-
-
-class ReplicationWait:
-    """What a client blocked in a synchronous ADDJOB waits on (its `waiter`)."""
-
-    __slots__ = ("job_id",)
-
-    def __init__(self, job_id: bytes) -> None:
-        self.job_id = job_id
 
 
 class ClusterDriver:
@@ -276,14 +268,15 @@ class ClusterDriver:
         return None
 
     def add_job(self, conn: Connection, args: AddJobArgs) -> bytes | None:
-        """ADDJOB with other nodes around: the reply, or None while the client waits for
-        its job's copies (it is then blocked, like a GETJOB)."""
-        now = self.server.now
-        job, answered = self.replication.add_job(args, conn, now)
+        """ADDJOB with other nodes around: the reply, or None when it comes once the
+        copies are confirmed (into a ReplySlot of the connection; node/deferred.py)."""
+        slot = ReplySlot(conn)
+        job, answered = self.replication.add_job(args, slot, self.server.now)
         self._run_actions(None)
         if answered:
             return b"+%s\r\n" % job.id
-        conn.waiter = ReplicationWait(job.id)  # type: ignore[assignment]
+        slot.job_id = job.id
+        conn.defer(slot)
         self._arm_replication_timer()
         return None
 
@@ -311,8 +304,11 @@ class ClusterDriver:
         self._run_actions(None)
         return freed
 
-    def client_gone(self, wait: ReplicationWait) -> None:
-        self.replication.client_gone(wait.job_id, now_ms())
+    def client_gone(self, job_ids: list[bytes]) -> None:
+        """A client left before its ADDJOBs were answered: forget those jobs (Disque)."""
+        now = now_ms()
+        for job_id in job_ids:
+            self.replication.client_gone(job_id, now)
         self._run_actions(None)
 
     def forget(self, name: bytes) -> None:

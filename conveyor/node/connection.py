@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
+from conveyor.node.deferred import DeferredReplies, ReplySlot
 from conveyor.protocol.requests import ProtocolError, RequestParser
 from conveyor.protocol.resp import error
 
@@ -78,6 +79,7 @@ class Connection(asyncio.Protocol):
         "authenticated",
         "closed",
         "created_ms",
+        "deferred",
         "id",
         "laddr",
         "last_io_ms",
@@ -110,6 +112,8 @@ class Connection(asyncio.Protocol):
         self.auth_failures = 0  # failed AUTH / HELLO AUTH (cut off at a limit)
         self.transport: asyncio.Transport | None = None
         self.waiter: Waiter | None = None  # set while blocked in GETJOB
+        # Replies owed to ADDJOBs waiting for their copies (node/deferred.py).
+        self.deferred: DeferredReplies | None = None
         # Requests pipelined behind a blocked GETJOB, run in order once it is answered.
         self.pending: deque[list[bytes]] = deque()
         self.pending_bytes = 0  # their size, part of qbuf
@@ -190,15 +194,28 @@ class Connection(asyncio.Protocol):
         budget = TURN_REQUESTS
         try:
             for request in requests:
-                if self.waiter is not None or self.pending:
+                deferred = self.deferred
+                if (
+                    self.waiter is not None
+                    or self.pending
+                    or (deferred is not None and not deferred.admits(request))
+                ):
                     self.hold(request)
                     if self.closed:
                         break
                     continue
                 reply = server.execute(self, request)
                 if reply is not None:
-                    out.append(reply)
-                    out_bytes += len(reply)
+                    if deferred is not None:
+                        deferred.add_ready(self, reply)  # behind the replies still owed
+                    else:
+                        out.append(reply)
+                        out_bytes += len(reply)
+                elif deferred is None and self.deferred is not None and out:
+                    # This ADDJOB's reply comes later: what came before it goes now.
+                    self.write(b"".join(out))
+                    out.clear()
+                    out_bytes = 0
                 if self.closed:
                     break
                 budget -= 1
@@ -337,16 +354,45 @@ class Connection(asyncio.Protocol):
         out: list[bytes] = []
         pending = self.pending
         while pending and self.waiter is None and not self.closed:
+            deferred = self.deferred
+            if deferred is not None and not deferred.admits(pending[0]):
+                break
             request = pending.popleft()
             size = _PENDING_OVERHEAD * len(request)
             for arg in request:
                 size += len(arg)
             self.pending_bytes -= size
             reply = self.server.execute(self, request)
-            if reply is not None:
+            if reply is None:
+                if deferred is None and self.deferred is not None and out:
+                    self.write(b"".join(out))
+                    out.clear()
+            elif deferred is not None:
+                deferred.add_ready(self, reply)
+            else:
                 out.append(reply)
         if not pending:
             self.pending_bytes = 0
         self.server.query_buffer_changed(self)
         if out:
             self.write(b"".join(out))
+
+    # -- replies owed to ADDJOBs waiting for their copies ------------------------------------
+    def defer(self, slot: ReplySlot) -> None:
+        """The request being run answers later, into `slot`."""
+        if self.deferred is None:
+            self.deferred = DeferredReplies()
+        self.deferred.add_waiting(slot)
+
+    def fill(self, slot: ReplySlot, value: bytes) -> None:
+        """A deferred reply is known: send it with every ready reply behind it."""
+        deferred = self.deferred
+        if deferred is None or self.closed:
+            return
+        ready = deferred.fill(slot, value)
+        if ready:
+            self.write(ready)
+        if not deferred.slots:
+            self.deferred = None
+            if self.pending:
+                self.resume_after_block()

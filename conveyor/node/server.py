@@ -28,12 +28,13 @@ from conveyor.node import gc_policy, nodeid
 from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
-from conveyor.node.cluster import ClusterDriver, ReplicationWait
+from conveyor.node.cluster import ClusterDriver
 from conveyor.node.commands import build_table
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection, now_ms
 from conveyor.node.consumers import JobEventConsumers
 from conveyor.node.context import ClientContext
+from conveyor.node.deferred import ReplySlot
 from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.replies import encode_getjob_reply
 from conveyor.node.stats import Stats, rss_bytes
@@ -263,13 +264,12 @@ class Server(ClientBuffers, JobEventConsumers):
     def client_disconnected(self, conn: Connection) -> None:
         self.clients.pop(conn.id, None)
         self._forget_buffers(conn)
-        waiter = conn.waiter
-        if waiter is not None:
+        if conn.waiter is not None:
+            self.core.unblock(conn.waiter, self.now)
             conn.waiter = None
-            if isinstance(waiter, ReplicationWait):
-                self.cluster.client_gone(waiter)
-            else:
-                self.core.unblock(waiter, self.now)
+        if conn.deferred is not None:
+            self.cluster.client_gone(conn.deferred.waiting_jobs())
+            conn.deferred = None
         conn.pending.clear()
 
     # -- commands ----------------------------------------------------------------------------
@@ -367,11 +367,14 @@ class Server(ClientBuffers, JobEventConsumers):
                 else:
                     conn.write(encode_getjob_reply(jobs, waiter.with_counters))
             else:
-                conn = effect.token
-                if isinstance(conn.waiter, ReplicationWait):
-                    conn.waiter = None  # its ADDJOB is answered: the client goes on
+                token = effect.token
                 value = effect.value
-                conn.write(error(value.message) if isinstance(value, CommandError) else value)
+                data = error(value.message) if isinstance(value, CommandError) else value
+                if isinstance(token, ReplySlot):  # an ADDJOB's copies are confirmed
+                    token.conn.fill(token, data)
+                    continue
+                conn = token
+                conn.write(data)
             if conn.pending:
                 conn.resume_after_block()
 

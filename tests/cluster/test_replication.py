@@ -6,6 +6,7 @@ through SHOW. Waits poll up to a generous deadline and print how long they took.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +197,45 @@ def test_a_job_survives_losing_all_but_one_holder(
         return reply is not None and reply[0][1] == job_id
 
     wait_for(delivered, "the last holder requeued and delivered it (RETRY 1)")
+
+
+def test_pipelined_synchronous_addjobs_run_together_and_answer_in_order(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    form(tmp_path, cluster, 3)
+    client = cluster[0].client()
+    pipe = client.pipeline(transaction=False)
+    pipe.execute_command("PING")
+    for index in range(50):
+        if index % 10 == 3:
+            pipe.execute_command("ADDJOB", "q", f"job{index}", "5000", "REPLICATE", "9")  # NOREPL
+        elif index % 10 == 7:
+            pipe.execute_command("ADDJOB", "q", f"job{index}", "0", "REPLICATE", "3", "ASYNC")
+        else:
+            pipe.execute_command("ADDJOB", "q", f"job{index}", "5000", "REPLICATE", "3")
+    pipe.execute_command("QLEN", "q")  # runs once every ADDJOB before it is answered
+    replies = pipe.execute(raise_on_error=False)
+    assert replies[0] is True
+    errors = [i for i, r in enumerate(replies[1:-1]) if isinstance(r, redis.ResponseError)]
+    assert errors == [i for i in range(50) if i % 10 == 3]
+    assert replies[-1] == 45
+    ids = [r for r in replies[1:-1] if not isinstance(r, redis.ResponseError)]
+    bodies = [show(cluster[0], job_id)[b"body"] for job_id in ids]  # type: ignore[index]
+    assert bodies == [f"job{i}".encode() for i in range(50) if i % 10 != 3]
+    for job_id in ids:
+        assert holders(cluster, job_id) == 3
+
+
+def test_a_client_leaving_before_its_copies_forgets_the_jobs(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    form(tmp_path, cluster, 3)
+    kill(cluster[2])  # not detected yet: the copies to it never come back
+    raw = socket.create_connection(("127.0.0.1", cluster[0].port))
+    raw.sendall(b"ADDJOB q x 0 REPLICATE 3\r\nADDJOB q y 0 REPLICATE 3\r\n")
+    time.sleep(0.3)
+    assert cluster[0].client().execute_command("JSCAN", "COUNT", "100")[1] != []
+    raw.close()
+    wait_for(lambda: cluster[0].client().execute_command("JSCAN", "COUNT", "100")[1] == [],
+             "the jobs of a client gone before its replies are deleted")  # fmt: skip
+    assert cluster[1].client().execute_command("JSCAN", "COUNT", "100")[1] == []

@@ -1,0 +1,306 @@
+"""Cluster benchmark: 3 local nodes, REPLICATE 3, beside a single node of the same run.
+
+Phases (`--only` takes their names, comma-separated):
+- `throughput`: redis-benchmark (50 clients, 100-byte bodies) of ADDJOB REPLICATE 3
+  synchronous at -P 1 and -P 16, ADDJOB ASYNC at -P 16, and one connection pipelining
+  synchronous ADDJOBs (batches of 100); the same commands on a lone node with REPLICATE 1
+  for comparison; with DISQUE_SERVER set, the same on a 3-node C Disque cluster.
+- `crash`: producers and consumers for `--crash-seconds` (60 by default) on 3 nodes with
+  REPLICATE 3 and RETRY 1 while a random node is SIGKILLed and restarted every 10 s (no
+  AOF): then every node is back, the rest is drained, and the bench counts jobs whose
+  ADDJOB was answered but were never delivered (lost, target 0) and jobs delivered more
+  than once.
+
+Figures are printed, never asserted; only 127.0.0.1; every loop is bounded in count and
+time. Usage: python -m bench.cluster_bench [--only PHASES] [--crash-seconds S] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from bench.node_bench import redis_benchmark
+
+BODY = "x" * 100
+NODE_TIMEOUT_MS = 2000
+
+
+def free_pair() -> int:
+    rand = random.Random()
+    for _ in range(200):
+        port = rand.randrange(20000, 45000)
+        try:
+            with socket.socket() as one, socket.socket() as two:
+                one.bind(("127.0.0.1", port))
+                two.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair")
+
+
+class Node:
+    def __init__(self, command: list[str], data: Path, port: int) -> None:
+        self.command, self.data, self.port = command, data, port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.data.mkdir(parents=True, exist_ok=True)
+        log = open(self.data / "node.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(
+            self.command, stdout=log, stderr=subprocess.STDOUT, cwd=self.data
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if self.client().ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise RuntimeError(f"node on {self.port} did not start")
+
+    def client(self, timeout: float = 5.0) -> redis.Redis:
+        return redis.Redis(port=self.port, protocol=2, socket_timeout=timeout)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def conveyor_command(port: int, data: Path) -> list[str]:
+    return [sys.executable, "-m", "conveyor.cli", "server", "--port", str(port), "--dir", str(data),
+            "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--loglevel", "warning"]  # fmt: skip
+
+
+def disque_command(port: int, data: Path) -> list[str]:
+    return [os.environ["DISQUE_SERVER"], "--port", str(port), "--bind", "127.0.0.1",
+            "--dir", str(data), "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]  # fmt: skip
+
+
+@contextmanager
+def cluster(kind: Callable[[int, Path], list[str]], count: int) -> Iterator[list[Node]]:
+    base = Path(tempfile.mkdtemp(prefix="conveyor-cluster-bench-"))
+    nodes = []
+    try:
+        for index in range(count):
+            port = free_pair()
+            nodes.append(Node(kind(port, base / f"n{index}"), base / f"n{index}", port))
+            nodes[-1].start()
+        for node in nodes[1:]:
+            node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
+        wait_formed(nodes)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def wait_formed(nodes: list[Node], deadline_s: float = 20.0) -> None:
+    want = f"cluster_reachable_nodes:{len(nodes) - 1}\r\n"
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            infos = [n.client().execute_command("CLUSTER", "INFO").decode() for n in nodes]
+            if all(want in info for info in infos):
+                return
+        except redis.RedisError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the cluster did not form")
+
+
+# -- throughput -------------------------------------------------------------------------------
+def pipelined_one_connection(port: int, jobs: int, repl: int) -> float:
+    client = redis.Redis(port=port, protocol=2, socket_timeout=60)
+    started = time.perf_counter()
+    for _ in range(jobs // 100):
+        pipe = client.pipeline(transaction=False)
+        for _ in range(100):
+            pipe.execute_command("ADDJOB", "p", BODY, "5000", "REPLICATE", str(repl))
+        pipe.execute()
+    return jobs / (time.perf_counter() - started)
+
+
+def throughput_row(port: int, repl: int, quick: bool) -> dict[str, float]:
+    n = 20_000 if quick else 100_000
+    add = [b"ADDJOB", b"q", BODY.encode(), b"5000", b"REPLICATE", str(repl).encode()]
+    row = {
+        "sync -P 1": redis_benchmark(port, n // 4, 1, *add),
+        "sync -P 16": redis_benchmark(port, n, 16, *add),
+        "async -P 16": redis_benchmark(port, n, 16, *add, b"ASYNC"),
+        "1 conn pipelined": pipelined_one_connection(port, n // 10, repl),
+    }
+    return row
+
+
+def phase_throughput(quick: bool) -> None:
+    rows: dict[str, dict[str, float]] = {}
+    with cluster(conveyor_command, 1) as single:
+        rows["Conveyor, 1 node, REPLICATE 1"] = throughput_row(single[0].port, 1, quick)
+    with cluster(conveyor_command, 3) as nodes:
+        rows["Conveyor, 3 nodes, REPLICATE 3"] = throughput_row(nodes[0].port, 3, quick)
+    if os.environ.get("DISQUE_SERVER"):
+        with cluster(disque_command, 3) as nodes:
+            rows["C Disque, 3 nodes, REPLICATE 3"] = throughput_row(nodes[0].port, 3, quick)
+    columns = list(next(iter(rows.values())))
+    print(f"\n{'jobs/s':34}" + "".join(f"{c:>18}" for c in columns))
+    for name, row in rows.items():
+        print(f"{name:34}" + "".join(f"{row[c]:>18,.0f}" for c in columns))
+    ours, theirs = (
+        rows["Conveyor, 3 nodes, REPLICATE 3"],
+        rows.get("C Disque, 3 nodes, REPLICATE 3"),
+    )
+    if theirs:
+        print(
+            f"{'Conveyor / C Disque':34}"
+            + "".join(f"{ours[c] / theirs[c]:>17.2f}x" for c in columns)
+        )
+
+
+# -- crash ----------------------------------------------------------------------------------
+class Ledger:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.added: set[bytes] = set()
+        self.deliveries: Counter[bytes] = Counter()
+        self.errors: Counter[str] = Counter()
+
+    def error(self, exc: Exception) -> None:
+        with self.lock:
+            self.errors[type(exc).__name__ + ": " + str(exc)[:40]] += 1
+
+
+def producer(nodes: list[Node], ledger: Ledger, stop: threading.Event, seed: int) -> None:
+    rand = random.Random(seed)
+    sequence = 0
+    while not stop.is_set():
+        node = rand.choice(nodes)
+        try:
+            job_id = node.client(2.0).execute_command(
+                "ADDJOB", "q", f"{seed}-{sequence}", "2000", "REPLICATE", "3", "RETRY", "1"
+            )
+            with ledger.lock:
+                ledger.added.add(job_id)
+        except (redis.RedisError, OSError) as exc:
+            ledger.error(exc)
+            time.sleep(0.05)
+        sequence += 1
+
+
+def consumer(nodes: list[Node], ledger: Ledger, stop: threading.Event, seed: int) -> None:
+    rand = random.Random(seed)
+    while not stop.is_set():
+        node = rand.choice(nodes)
+        try:
+            client = node.client(2.0)
+            reply = client.execute_command("GETJOB", "TIMEOUT", "200", "COUNT", "10", "FROM", "q")
+            ids = [job_id for _, job_id, _ in reply or ()]
+            with ledger.lock:
+                ledger.deliveries.update(ids)
+            if ids:
+                client.execute_command("ACKJOB", *ids)
+        except (redis.RedisError, OSError) as exc:
+            ledger.error(exc)
+            time.sleep(0.05)
+
+
+def phase_crash(seconds: float) -> None:
+    ledger = Ledger()
+    stop = threading.Event()
+    with cluster(conveyor_command, 3) as nodes:
+        threads = [
+            threading.Thread(target=producer, args=(nodes, ledger, stop, i)) for i in range(2)
+        ]
+        threads += [
+            threading.Thread(target=consumer, args=(nodes, ledger, stop, 10 + i)) for i in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        rand = random.Random(1)
+        kills = 0
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            time.sleep(min(10.0, max(0.0, seconds - (time.monotonic() - started))))
+            if time.monotonic() - started >= seconds:
+                break
+            victim = rand.choice(nodes)
+            victim.kill()
+            kills += 1
+            time.sleep(0.5)
+            victim.start()
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        drained = drain(nodes, ledger)
+    lost = ledger.added - set(ledger.deliveries)
+    twice = sum(1 for count in ledger.deliveries.values() if count > 1)
+    print(f"\ncrash test: {seconds:g} s, {kills} SIGKILLs (restart 0.5 s later, no AOF), "
+          f"3 nodes, REPLICATE 3, RETRY 1")  # fmt: skip
+    print(f"  jobs added (ADDJOB answered OK): {len(ledger.added):,}")
+    unique, total = len(set(ledger.deliveries)), sum(ledger.deliveries.values())
+    print(f"  delivered: {unique:,} unique, {total:,} deliveries; drained afterwards: {drained:,}")
+    print(f"  LOST (answered OK, never delivered): {len(lost):,}")
+    print(f"  delivered more than once: {twice:,} ({twice / max(1, len(ledger.added)):.2%})")
+    errors = sum(ledger.errors.values())
+    print(f"  client errors (after redis-py's retries): {errors:,} {ledger.errors.most_common(3)}")
+
+
+def drain(nodes: list[Node], ledger: Ledger, quiet_s: float = 6.0, limit_s: float = 60.0) -> int:
+    """Deliver what is left (RETRY 1 requeues it) until nothing came for `quiet_s`."""
+    drained = 0
+    started = last = time.monotonic()
+    while time.monotonic() - last < quiet_s and time.monotonic() - started < limit_s:
+        for node in nodes:
+            client = node.client()
+            reply = client.execute_command("GETJOB", "NOHANG", "COUNT", "100", "FROM", "q")
+            ids = [job_id for _, job_id, _ in reply or ()]
+            if ids:
+                last = time.monotonic()
+                drained += len(ids)
+                ledger.deliveries.update(ids)
+                client.execute_command("ACKJOB", *ids)
+        time.sleep(0.1)
+    return drained
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="throughput,crash")
+    parser.add_argument("--crash-seconds", type=float, default=60.0)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    phases = args.only.split(",")
+    if "throughput" in phases:
+        phase_throughput(args.quick)
+    if "crash" in phases:
+        phase_crash(args.crash_seconds)
+
+
+if __name__ == "__main__":
+    main()
