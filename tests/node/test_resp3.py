@@ -277,6 +277,9 @@ def _pairs(reply: Any, volatile: set[bytes]) -> Any:
     ]
 
 
+_TOTALS = {b"delivered_jobs", b"acked_jobs", b"nacked_jobs", b"requeued_jobs"}
+
+
 def _disque_session(client: redis.Redis) -> dict[str, Any]:
     """Every Disque reply shape, from one client on an empty node. Job IDs (which differ
     from run to run) are replaced by their position."""
@@ -319,8 +322,12 @@ def _disque_session(client: redis.Redis) -> dict[str, Any]:
     out["jscan"] = (cursor, sorted(named(jobs)))
     cursor, shown = client.execute_command("JSCAN", "0", "COUNT", "100", "REPLY", "all")
     out["jscan_all"] = (cursor, sorted(repr(_pairs(item, _SHOW_VOLATILE)) for item in shown))
-    out["info_text"] = client.execute_command(b"INFO", "jobs")  # raw: no redis-py parsing
-    out["info"] = client.info("jobs")
+    # Raw, no redis-py parsing; the totals since start grow from one session to the next.
+    text = client.execute_command(b"INFO", "jobs")
+    out["info_text"] = b"\r\n".join(
+        line for line in text.split(b"\r\n") if line.split(b":")[0] not in _TOTALS
+    )
+    out["info"] = {k: v for k, v in client.info("jobs").items() if k.encode() not in _TOTALS}
     out["config_get"] = client.config_get("maxmemory*")
     out["config_get_none"] = client.config_get("nosuch")
     out["command_info"] = client.execute_command(b"COMMAND", "INFO", "ackjob", "nosuch")
