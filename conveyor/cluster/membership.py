@@ -74,6 +74,7 @@ class Membership:
         self.config_dirty = False  # nodes.conf should be written
         self.view_dirty = True  # size or reachability may have changed
         self.actions: list[Action] = []
+        self._header: Header | None = None
 
     # -- the view the rest of the node reads ----------------------------------------------
     @property
@@ -186,7 +187,12 @@ class Membership:
 
     # -- messages -------------------------------------------------------------------------
     def header(self) -> Header:
-        return Header(self.myself.name, self.myself.port, self.myself.flags, CLUSTER_OK)
+        # Every message carries it: made again only when the name or our flags change.
+        myself = self.myself
+        header = self._header
+        if header is None or header.sender != myself.name or header.flags != myself.flags:
+            header = self._header = Header(myself.name, myself.port, myself.flags, CLUSTER_OK)
+        return header
 
     def _ping(self, node: ClusterNode, kind: type[Ping | Meet | Pong], now_ms: int) -> None:
         message = kind(self.header(), self._gossip())

@@ -79,6 +79,7 @@ class ClusterDriver:
         server.core.cluster_hooks = self.requeue
         server.core.node_filter = self.replication.known_names
         self._repl_timer: asyncio.TimerHandle | None = None
+        self._after_io_soon = False
         self.messages_sent = 0
         self.messages_received = 0
         self._cron: asyncio.TimerHandle | None = None
@@ -212,12 +213,38 @@ class ClusterDriver:
         else:
             return
         self._run_actions(None)
+        if not self._after_io_soon:
+            # Once for every message of this read: the clients' replies leave together.
+            self._after_io_soon = True
+            asyncio.get_running_loop().call_soon(self._after_messages)
+
+    def _after_messages(self) -> None:
+        self._after_io_soon = False
         self.server.after_io()
 
     def _run_actions(self, link: BusLink | None) -> None:
         membership = self.membership
-        for action in membership.take_actions():
+        actions = membership.take_actions()
+        bus = self.bus
+        index, count = 0, len(actions)
+        while index < count:
+            action = actions[index]
+            if type(action) is Send and bus is not None:
+                # A message sent to several nodes (REPLJOB, QUEUED...) is encoded once.
+                end = index + 1
+                while (
+                    end < count
+                    and type(actions[end]) is Send
+                    and actions[end].message is action.message
+                ):  # type: ignore[union-attr]
+                    end += 1
+                if end - index > 1:
+                    names = [a.name for a in actions[index:end]]  # type: ignore[union-attr]
+                    self.messages_sent += bus.broadcast(names, action.message)
+                    index = end
+                    continue
             self._run(action, link)
+            index += 1
         if membership.view_dirty:
             membership.view_dirty = False
             self.server.core.set_cluster_view(membership.size(), len(membership.reachable()))

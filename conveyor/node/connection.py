@@ -384,15 +384,18 @@ class Connection(asyncio.Protocol):
             self.deferred = DeferredReplies()
         self.deferred.add_waiting(slot)
 
-    def fill(self, slot: ReplySlot, value: bytes) -> None:
-        """A deferred reply is known: send it with every ready reply behind it."""
+    def fill(self, slot: ReplySlot, value: bytes) -> bytes:
+        """A deferred reply is known: the replies now ready to send, in order (the
+        caller writes them, once for all the slots a batch filled, then `drained`)."""
         deferred = self.deferred
         if deferred is None or self.closed:
-            return
-        ready = deferred.fill(slot, value)
-        if ready:
-            self.write(ready)
-        if not deferred.slots:
+            return b""
+        return deferred.fill(slot, value)
+
+    def drained(self) -> None:
+        """After writing what `fill` returned: once nothing is owed, run what waited."""
+        deferred = self.deferred
+        if deferred is not None and not deferred.slots:
             self.deferred = None
             if self.pending:
                 self.resume_after_block()

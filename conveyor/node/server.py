@@ -354,6 +354,8 @@ class Server(ClientBuffers, JobEventConsumers):
             self._event_log_timer = self.loop.call_later(EVENT_LOG_FLUSH_S, self._flush_event_log)
 
     def _deliver_replies(self, replies: list[WokenGetJob | Reply]) -> None:
+        # Replies of deferred ADDJOBs, per client: one write each for the whole batch.
+        filled: dict[Connection, list[bytes]] = {}
         for effect in replies:
             if isinstance(effect, WokenGetJob):
                 waiter = effect.waiter
@@ -371,12 +373,17 @@ class Server(ClientBuffers, JobEventConsumers):
                 value = effect.value
                 data = error(value.message) if isinstance(value, CommandError) else value
                 if isinstance(token, ReplySlot):  # an ADDJOB's copies are confirmed
-                    token.conn.fill(token, data)
+                    ready = token.conn.fill(token, data)
+                    if ready:
+                        filled.setdefault(token.conn, []).append(ready)
                     continue
                 conn = token
                 conn.write(data)
             if conn.pending:
                 conn.resume_after_block()
+        for conn, parts in filled.items():
+            conn.write(b"".join(parts))
+            conn.drained()
 
     def _arm_timer(self, deadline: int) -> None:
         assert self.loop is not None
