@@ -180,7 +180,11 @@ class AckGC:
             return
         if len(job.nodes_delivered or ()) <= message.may_have:
             self._send(sender, GotAck(self.membership.header(), message.id, 1))
-            # Not collecting ourselves: remember the ack until the sender's DELJOB.
+            # The sender collects; should it die or its DELJOB be lost, our own rounds
+            # start later (Disque retries the GC of every acked job it holds).
+            if job.id not in self.collecting:
+                state = self.collecting[job.id] = GcState({self.membership.name}, 1)
+                self._schedule(state, now_ms)
             return
         if message.may_have == 0:
             self._send(sender, GotAck(self.membership.header(), message.id, 1))

@@ -1,0 +1,1 @@
+"""A deterministic cluster simulator: seeded histories of clients and faults (issue 11.6)."""

@@ -1,0 +1,254 @@
+"""What the clients and the nodes did to every job, and the invariants checked against it.
+
+The ledger learns about copies from the cores' job events ("added", "imported": a node
+now holds the job; which incarnation of the node) and about clients from the history
+(ADDJOB answers, deliveries, acks). Crashes without AOF mark the copies they destroyed.
+
+Invariants (a violation raises `Violation`, whose text names the seed to replay):
+- `check_step`, after every step:
+  * no-loss: a job whose ADDJOB was answered OK, and that no client acked, is still
+    held by every holder that has not crashed since it got its copy, and by at least
+    one node (live, or down with the job in its AOF) unless REPLICATE or more holders
+    (for ASYNC and REPLICATE 1: one) lost their copy in a crash without AOF;
+  * bounded: replication.pending holds only ADDJOBs still waiting, the membership
+    tables stay within a few entries per node;
+- `record_delivery`: an at-most-once job (RETRY 0) is delivered at most once;
+  a job delivered more than once otherwise is counted as a duplicate, not a failure;
+- `check_end`, once healed and settled:
+  * acked-gone: a job some client acked (ACKJOB or FASTACK) is held by no live node;
+  * delivered: every job answered OK that some copy survived was delivered and acked
+    (an at-most-once job whose holder restarted from its AOF is never queued again, as
+    in Disque: it may have been delivered; it is counted, not failed);
+  * bounded: nothing pending, collecting or in dummy acks; no job left in any core;
+    every node knows exactly the cluster's nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conveyor.core.effects import EV_ADDED, EV_IMPORTED, JobEvent
+from conveyor.core.errors import CommandError
+
+if TYPE_CHECKING:
+    from tests.sim.node import SimNode
+
+
+class Violation(AssertionError):
+    """An invariant failed."""
+
+
+@dataclass(slots=True)
+class JobInfo:
+    id: bytes
+    repl: int
+    retry: int
+    origin: int
+    sync: bool = False
+    status: str = "wait"  # wait | ok | err | unknown (origin crashed while waiting)
+    holders: dict[int, int] = field(default_factory=dict)  # node -> incarnation
+    lost: set[int] = field(default_factory=set)  # nodes whose copy a crash destroyed
+    crashed: set[int] = field(default_factory=set)  # holders that crashed, AOF or not
+    acked: bool = False  # some client sent ACKJOB or FASTACK for it
+    deliveries: int = 0
+
+
+@dataclass(slots=True)
+class Totals:
+    histories: int = 0
+    jobs: int = 0
+    answered_ok: int = 0
+    deliveries: int = 0
+    duplicates: int = 0  # jobs delivered more than once
+    extra_deliveries: int = 0
+    abandoned: int = 0  # deliveries never acked by their consumer: RETRY requeues them
+    after_ack: int = 0  # deliveries of a job a client had already acked (another copy)
+    after_norepl: int = 0  # deliveries of a job whose ADDJOB got -NOREPL (a partial copy)
+    acks: int = 0
+    faults: int = 0
+    lost_allowed: int = 0  # jobs whose every copy was destroyed, as allowed
+    messages: int = 0
+    link_breaks: int = 0
+    virtual_s: int = 0
+    digest: str = ""  # of every delivery (time, node, bytes): same seed, same digest
+
+    def counters(self) -> list[str]:
+        return [name for name in self.__slots__ if name != "digest"]  # type: ignore[attr-defined]
+
+    def add(self, other: Totals) -> None:
+        for name in self.counters():
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def line(self) -> str:
+        return ", ".join(f"{name} {getattr(self, name)}" for name in self.counters())
+
+
+class Ledger:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.nodes: list[SimNode] = []
+        self.jobs: dict[bytes, JobInfo] = {}
+        self.waiting: dict[Any, bytes | None] = {}  # ADDJOB token -> job id
+        self.early: dict[Any, Any] = {}  # replies that came before add_job returned
+        self.totals = Totals(histories=1)
+
+    def fail(self, text: str) -> None:
+        raise Violation(f"seed {self.seed}: {text}")
+
+    # -- from the nodes -----------------------------------------------------------------------
+    def job_events(self, node: SimNode, events: list[JobEvent]) -> None:
+        for event in events:
+            kind, job = event[0], event[1]
+            if kind != EV_ADDED and kind != EV_IMPORTED:
+                continue
+            info = self.jobs.get(job.id)
+            if info is None:
+                info = self.jobs[job.id] = JobInfo(job.id, job.repl, job.retry, node.index)
+                self.totals.jobs += 1
+            info.holders[node.index] = node.incarnation
+
+    def add_reply(self, node: SimNode, token: Any, value: Any) -> None:
+        job_id = self.waiting.pop(token, None)
+        if job_id is None:
+            self.early[token] = value
+            return
+        self._answered(self.jobs[job_id], value)
+
+    def _answered(self, info: JobInfo, value: Any) -> None:
+        if isinstance(value, CommandError):
+            info.status = "err"
+        else:
+            assert value == b"+%s\r\n" % info.id, value
+            info.status = "ok"
+            self.totals.answered_ok += 1
+
+    # -- from the history ---------------------------------------------------------------------
+    def added(self, token: Any, outcome: tuple[str, Any], sync: bool) -> None:
+        kind, value = outcome
+        if kind == "err":
+            return
+        info = self.jobs[value]
+        info.sync = sync
+        if kind == "ok":
+            info.status = "ok"
+            self.totals.answered_ok += 1
+        elif token in self.early:
+            self._answered(info, self.early.pop(token))
+        else:
+            self.waiting[token] = value
+
+    def crashed(self, node: SimNode, old_incarnation: int) -> None:
+        for token, job_id in list(self.waiting.items()):
+            if job_id is not None and self.jobs[job_id].origin == node.index:
+                self.jobs[job_id].status = "unknown"  # the client's connection closed
+                del self.waiting[token]
+        for info in self.jobs.values():
+            if info.holders.get(node.index) == old_incarnation:
+                info.crashed.add(node.index)
+                if not node.aof_on:
+                    info.lost.add(node.index)
+
+    def record_delivery(self, job_id: bytes) -> None:
+        info = self.jobs[job_id]
+        info.deliveries += 1
+        self.totals.deliveries += 1
+        if info.acked:
+            self.totals.after_ack += 1
+        if info.status == "err":
+            self.totals.after_norepl += 1
+        if info.deliveries > 1:
+            if info.retry == 0:
+                self.fail(f"at-most-once job {job_id.decode()} delivered twice")
+            self.totals.extra_deliveries += 1
+            if info.deliveries == 2:
+                self.totals.duplicates += 1
+
+    def record_ack(self, job_id: bytes) -> None:
+        self.jobs[job_id].acked = True
+        self.totals.acks += 1
+
+    # -- invariants ---------------------------------------------------------------------------
+    def _holds(self, index: int, incarnation: int | None, job_id: bytes) -> bool:
+        node = self.nodes[index]
+        if not node.alive:
+            return node.aof_on and job_id in node.aof_ids
+        if incarnation is not None and node.incarnation != incarnation:
+            return False
+        return job_id in node.core.jobs
+
+    def check_step(self) -> None:
+        for info in self.jobs.values():
+            if info.status == "ok" and not info.acked:
+                self._check_kept(info)
+        size = len(self.nodes)
+        for node in self.nodes:
+            if not node.alive:
+                continue
+            waiting = sum(1 for t, j in self.waiting.items() if j and t[0] == node.index)
+            if len(node.replication.pending) > waiting:
+                self.fail(f"node {node.index}: {len(node.replication.pending)} pending adds")
+            if len(node.membership.nodes) > 2 * size + 2:
+                self.fail(f"node {node.index}: {len(node.membership.nodes)} nodes known")
+            if len(node.membership.blacklist) > size:
+                self.fail(f"node {node.index}: blacklist grows")
+
+    def _check_kept(self, info: JobInfo) -> None:
+        for index, incarnation in info.holders.items():
+            node = self.nodes[index]
+            if node.alive and node.incarnation == incarnation and info.id not in node.core.jobs:
+                self.fail(
+                    f"job {info.id.decode()} (answered OK, never acked) vanished from "
+                    f"node {index}, which never crashed since it got its copy"
+                )
+        if len(info.lost) >= (info.repl if info.sync else 1):
+            return
+        if not any(self._holds(index, None, info.id) for index in range(len(self.nodes))):
+            self.fail(
+                f"job {info.id.decode()} lost: answered OK with REPLICATE {info.repl} "
+                f"({'sync' if info.sync else 'async or 1'}), never acked, only "
+                f"{len(info.lost)} holder(s) crashed without AOF"
+            )
+
+    def check_end(self) -> None:
+        self.check_step()
+        for info in self.jobs.values():
+            held = [n.index for n in self.nodes if n.alive and info.id in n.core.jobs]
+            if info.acked and held:
+                self.fail(f"acked job {info.id.decode()} still on nodes {held} after healing")
+            if info.status != "ok" or info.acked or self._amo_done(info.id):
+                continue
+            need = info.repl if info.sync else 1
+            if held or len(info.lost) < need:
+                self.fail(
+                    f"job {info.id.decode()} answered OK was never acked "
+                    f"(held by {held}, {len(info.lost)} copies destroyed)"
+                )
+            self.totals.lost_allowed += 1
+        self._check_bounded_end()
+
+    def _check_bounded_end(self) -> None:
+        names = {node.name for node in self.nodes}
+        for node in self.nodes:
+            where = f"node {node.index} after settling"
+            if node.replication.pending or node.acks.collecting or node.acks.dummies:
+                self.fail(
+                    f"{where}: pending {len(node.replication.pending)}, collecting "
+                    f"{len(node.acks.collecting)}, dummies {len(node.acks.dummies)}"
+                )
+            left = [job for job in node.core.jobs.values() if not self._amo_done(job.id)]
+            if left:
+                self.fail(f"{where}: {len(left)} jobs left, e.g. {left[0]!r}")
+            if set(node.membership.nodes) != names:
+                self.fail(f"{where}: knows {len(node.membership.nodes)} nodes, not the cluster")
+
+    def _amo_done(self, job_id: bytes) -> bool:
+        """An at-most-once job held until its TTL by design: delivered and not acked, or
+        restarted from the AOF (never queued again: it may have been delivered)."""
+        info = self.jobs.get(job_id)
+        return (
+            info is not None
+            and info.retry == 0
+            and not info.acked
+            and (info.deliveries > 0 or bool(info.crashed))
+        )
