@@ -5,6 +5,7 @@ The operator pages (dead letters and errors, workers, cluster, schedules) come l
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Iterator
@@ -86,6 +87,9 @@ def test_enqueue_form_then_live_message(
     page.wait_for_selector("#live-toggle[data-state='live']")
     page.evaluate("window.__notReloaded = true")
     page.fill("input[name=param1]", "browser-hello")
+    attachment = tmp_path / "report.csv"
+    attachment.write_bytes(b"id,total\n1,42\n" * 1000)
+    page.set_input_files("input[name=attachment]", str(attachment))
     page.click("button[data-action=enqueue]")
     page.wait_for_selector("#flash.ok")
     row = page.locator("#messages tr.state-done:has-text('browser-hello')")
@@ -95,6 +99,9 @@ def test_enqueue_form_then_live_message(
     row.locator("a").first.click()
     page.wait_for_selector("#log .a-fg2.a-b")  # "green start" in bold green, from ANSI
     assert page.inner_text("#msg-state") == "done"
+    # The attachment went with it, stored by the console and fetched by the worker.
+    listed = page.inner_text("ul.attachments")
+    assert "report.csv" in listed and hashlib.md5(attachment.read_bytes()).hexdigest() in listed
     _shot(page, tmp_path, "message")
     page.context.close()
 
