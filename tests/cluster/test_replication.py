@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.cluster.test_cluster_nodes import form, view, wait_for
+from tests.cluster.test_cluster_nodes import form, start, view, wait_for
 from tests.servers import NodeProcess
 
 
@@ -239,3 +239,32 @@ def test_a_client_leaving_before_its_copies_forgets_the_jobs(
     wait_for(lambda: cluster[0].client().execute_command("JSCAN", "COUNT", "100")[1] == [],
              "the jobs of a client gone before its replies are deleted")  # fmt: skip
     assert cluster[1].client().execute_command("JSCAN", "COUNT", "100")[1] == []
+
+
+@pytest.mark.parametrize("down", ["some", "all"])
+def test_ack_to_a_non_owner_while_owners_are_down(
+    tmp_path: Path, cluster: list[NodeProcess], down: str
+) -> None:
+    """The ack waits on the non-owner (a dummy ack, retried with backoff) and reaches the
+    owners when they come back with their copies (AOF)."""
+    form(tmp_path, cluster, 4, "--appendonly", "yes", "--appendfsync", "always")
+    names = [node.client().execute_command("CLUSTER", "MYID") for node in cluster]
+    job_id = (
+        cluster[0]
+        .client()
+        .execute_command("ADDJOB", "q", "x", "5000", "REPLICATE", "2", "RETRY", "30")
+    )
+    delivered = show(cluster[0], job_id)[b"nodes-delivered"]  # type: ignore[index]
+    owners = [i for i, name in enumerate(names) if name in delivered]
+    outsider = next(i for i in range(4) if i not in owners)
+    victims = owners[1:] if down == "some" else owners
+    ports = {i: cluster[i].port for i in victims}
+    for index in victims:
+        kill(cluster[index])
+    assert cluster[outsider].client().execute_command("ACKJOB", job_id) == 0
+    time.sleep(1.5)
+    for index in victims:  # back with their copy, from the AOF
+        cluster[index] = start(tmp_path, index, ports[index], "--appendonly", "yes")
+        assert show(cluster[index], job_id) is not None
+    wait_for(lambda: holders(cluster, job_id) == 0,
+             f"the ack reached the owners ({down} were down)", deadline_s=40)  # fmt: skip
