@@ -9,6 +9,7 @@ collection (`_arm_queue_gc`), so no idle queue outlives its GC time.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from conveyor.core import errors
@@ -304,9 +305,7 @@ class QueueingMixin(CoreState):
             queue = queues.get(name)
             return queue is not None and accept(queue)
 
-        return self._scans.scan(
-            cursor, queues.keys, accept_name, count, None if busyloop else count * 10
-        )
+        return self._scans.scan(cursor, queues.keys, accept_name, *_scan_limits(count, busyloop))
 
     def scan_jobs(
         self, cursor: int, count: int, busyloop: bool, accept: Callable[[Job], bool]
@@ -317,11 +316,17 @@ class QueueingMixin(CoreState):
             job = jobs.get(job_id)
             return job is not None and accept(job)
 
-        return self._scans.scan(
-            cursor, jobs.keys, accept_id, count, None if busyloop else count * 10
-        )
+        return self._scans.scan(cursor, jobs.keys, accept_id, *_scan_limits(count, busyloop))
 
 
 def _held_elsewhere(job: Job) -> bool:
     holders = job.nodes_delivered
     return holders is not None and len(holders) > 1
+
+
+def _scan_limits(count: int, busyloop: bool) -> tuple[int, int | None]:
+    """(most elements returned, most examined) for one QSCAN/JSCAN call. BUSYLOOP scans
+    to the end in one call whatever COUNT says, as in Disque."""
+    if busyloop:
+        return sys.maxsize, None
+    return count, count * 10

@@ -166,11 +166,15 @@ def test_jscan_count_limits_a_call(r: redis.Redis) -> None:
 
 
 def test_jscan_busyloop(r: redis.Redis) -> None:
-    for _ in range(30):
+    for _ in range(130):
         add(r)
     cursor, batch = r.execute_command("JSCAN", "BUSYLOOP", "COUNT", "1000")
     assert cursor == b"0"
-    assert len(batch) == 30
+    assert len(batch) == 130
+    # As in Disque, BUSYLOOP scans to the end whatever COUNT (default 100) says.
+    for count in ((), ("COUNT", "10")):
+        cursor, batch = r.execute_command("JSCAN", "BUSYLOOP", *count)
+        assert (cursor, len(batch)) == (b"0", 130)
 
 
 def test_jscan_queue_filter(r: redis.Redis) -> None:

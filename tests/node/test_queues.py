@@ -202,11 +202,15 @@ def test_qscan_count_limits_a_call(r: redis.Redis) -> None:
 
 
 def test_qscan_busyloop_returns_everything(r: redis.Redis) -> None:
-    for i in range(30):
+    for i in range(130):
         add(r, f"q{i}")
     cursor, batch = r.execute_command("QSCAN", "BUSYLOOP", "COUNT", "1000")
     assert cursor == b"0"
-    assert len(batch) == 30
+    assert len(batch) == 130
+    # As in Disque, BUSYLOOP scans to the end whatever COUNT (default 100) says.
+    for count in ((), ("COUNT", "10")):
+        cursor, batch = r.execute_command("QSCAN", "BUSYLOOP", *count)
+        assert (cursor, len(batch)) == (b"0", 130)
 
 
 def test_qscan_minlen_maxlen(r: redis.Redis) -> None:
