@@ -23,26 +23,17 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from conveyor.cluster.acks import AckGC
 from conveyor.cluster.actions import Action, Connect, Drop, Move, Rename, Reply, ResetLink, Send
 from conveyor.cluster.membership import CRON_HZ, Membership
 from conveyor.cluster.messages import (
     GOSSIP_CLASSES,
     NODE_HANDSHAKE,
-    DelJob,
     Fail,
-    GotAck,
-    GotJob,
     Message,
-    Queued,
-    ReplJob,
-    SetAck,
-    WillQueue,
-    Working,
 )
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
-from conveyor.cluster.replication import EXTRA_TARGET_MS, Replication
-from conveyor.cluster.requeue import Requeue
+from conveyor.cluster.replication import EXTRA_TARGET_MS
+from conveyor.cluster.state import ClusterState
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
 from conveyor.node.connection import now_ms
@@ -73,11 +64,9 @@ class ClusterDriver:
         )
         self.bus: BusTransport | None = None
         self.bus_error: str | None = None
-        self.replication = Replication(server.core, self.membership, random.Random())
-        self.acks = AckGC(server.core, self.membership, self.replication, random.Random())
-        self.requeue = Requeue(server.core, self.membership)
-        server.core.cluster_hooks = self.requeue
-        server.core.node_filter = self.replication.known_names
+        self.state = ClusterState(server.core, self.membership, random.Random())
+        self.replication = self.state.replication
+        self.acks = self.state.acks
         self._repl_timer: asyncio.TimerHandle | None = None
         self._after_io_soon = False
         self.messages_sent = 0
@@ -192,25 +181,7 @@ class ClusterDriver:
             )
             self._run_actions(link)
             return
-        if self.membership.known(message.header.sender) is None:
-            return  # job messages only from nodes past their handshake, as Disque
-        now = now_ms()
-        replication = self.replication
-        if isinstance(message, ReplJob):
-            replication.receive_repljob(message, now)
-        elif isinstance(message, GotJob):
-            replication.receive_gotjob(message, now)
-        elif isinstance(message, DelJob):
-            replication.receive_deljob(message, now)
-        elif isinstance(message, SetAck):
-            self.acks.receive_setack(message, now)
-        elif isinstance(message, GotAck):
-            self.acks.receive_gotack(message, now)
-        elif isinstance(message, (Queued, Working)):
-            self.requeue.receive_queued(message, now)
-        elif isinstance(message, WillQueue):
-            self.requeue.receive_willqueue(message, now)
-        else:
+        if not self.state.route_job_message(message, now_ms()):
             return
         self._run_actions(None)
         if not self._after_io_soon:
@@ -245,9 +216,7 @@ class ClusterDriver:
                     continue
             self._run(action, link)
             index += 1
-        if membership.view_dirty:
-            membership.view_dirty = False
-            self.server.core.set_cluster_view(membership.size(), len(membership.reachable()))
+        self.state.update_view()
         if membership.config_dirty:
             self.save_config()
         self._schedule_cron()

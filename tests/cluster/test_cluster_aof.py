@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,14 +10,6 @@ from tests.cluster.test_cluster_nodes import all_healthy, form, start, wait_for
 from tests.servers import NodeProcess
 
 JOBS = 30
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    nodes: list[NodeProcess] = []
-    yield nodes
-    for node in nodes:
-        node.stop()
 
 
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])

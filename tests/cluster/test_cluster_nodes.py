@@ -8,7 +8,7 @@ printed, not asserted.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -69,14 +69,6 @@ def form(base: Path, cluster: list[NodeProcess], count: int, *extra: str) -> Non
             node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", cluster[0].port) == b"OK"
         )
     wait_for(lambda: all_healthy(cluster), f"{count} nodes know each other")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    nodes: list[NodeProcess] = []
-    yield nodes
-    for node in nodes:
-        node.stop()
 
 
 def test_meet_one_node_and_all_learn_all(tmp_path: Path, cluster: list[NodeProcess]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,6 @@ import redis
 
 from tests.cluster.test_cluster_nodes import form, start, view, wait_for
 from tests.servers import NodeProcess
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    nodes: list[NodeProcess] = []
-    yield nodes
-    for node in nodes:
-        node.stop()
 
 
 def show(node: NodeProcess, job_id: bytes) -> dict[bytes, Any] | None:

@@ -4,7 +4,6 @@ holder when the queueing node is gone; never while WORKING; NACK counted everywh
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,6 @@ import redis
 from tests.cluster.test_cluster_nodes import form, wait_for
 from tests.cluster.test_replication import kill, show
 from tests.servers import NodeProcess
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    nodes: list[NodeProcess] = []
-    yield nodes
-    for node in nodes:
-        node.stop()
 
 
 def queued_copies(nodes: list[NodeProcess], queue: str = "q") -> int:

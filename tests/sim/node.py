@@ -24,25 +24,16 @@ import hashlib
 import random
 from typing import TYPE_CHECKING, Any, Protocol
 
-from conveyor.cluster.acks import AckGC
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     GOSSIP_CLASSES,
     NODE_HANDSHAKE,
-    DelJob,
     Fail,
-    GotAck,
-    GotJob,
     Message,
-    Queued,
-    ReplJob,
-    SetAck,
-    WillQueue,
-    Working,
 )
 from conveyor.cluster.nodes import parse_nodes_conf
-from conveyor.cluster.replication import EXTRA_TARGET_MS, Replication
-from conveyor.cluster.requeue import Requeue
+from conveyor.cluster.replication import EXTRA_TARGET_MS
+from conveyor.cluster.state import ClusterState
 from conveyor.core.args import AddJobArgs, GetJobArgs
 from conveyor.core.codec import decode_job
 from conveyor.core.effects import JobEvent, Reply
@@ -100,11 +91,9 @@ class SimNode:
         self.core = NodeCore(self.name.decode(), rand.randbytes(20), rand)
         self.core.record_job_events(True)
         self.membership = Membership(self.name, self.port, NODE_TIMEOUT_MS, rand, now)
-        self.replication = Replication(self.core, self.membership, rand)
-        self.acks = AckGC(self.core, self.membership, self.replication, rand)
-        self.requeue = Requeue(self.core, self.membership)
-        self.core.cluster_hooks = self.requeue
-        self.core.node_filter = self.replication.known_names
+        self.state = ClusterState(self.core, self.membership, rand)
+        self.replication = self.state.replication
+        self.acks = self.state.acks
         self.alive = True
         self._core_at = None
         self._repl_armed = False
@@ -180,22 +169,7 @@ class SimNode:
             self.membership.receive(message, outbound, IP, IP, now)
             self.after(via)
             return
-        if self.membership.known(message.header.sender) is None:
-            return  # job messages only from nodes past their handshake, as Disque
-        if isinstance(message, ReplJob):
-            self.replication.receive_repljob(message, now)
-        elif isinstance(message, GotJob):
-            self.replication.receive_gotjob(message, now)
-        elif isinstance(message, DelJob):
-            self.replication.receive_deljob(message, now)
-        elif isinstance(message, SetAck):
-            self.acks.receive_setack(message, now)
-        elif isinstance(message, GotAck):
-            self.acks.receive_gotack(message, now)
-        elif isinstance(message, (Queued, Working)):
-            self.requeue.receive_queued(message, now)
-        elif isinstance(message, WillQueue):
-            self.requeue.receive_willqueue(message, now)
+        self.state.route_job_message(message, now)
         self.after(None)
 
     def _cron(self, incarnation: int) -> None:
@@ -232,9 +206,7 @@ class SimNode:
             while membership.actions:
                 for action in membership.take_actions():
                     self.net.execute(self.index, action, via)
-            if membership.view_dirty:
-                membership.view_dirty = False
-                self.core.set_cluster_view(membership.size(), len(membership.reachable()))
+            self.state.update_view()
             for effect in self.core.take_replies():
                 if isinstance(effect, Reply):
                     self.observer.add_reply(self, effect.token, effect.value)

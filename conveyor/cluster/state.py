@@ -1,0 +1,71 @@
+"""One node's cluster machinery wired together, and where each bus message goes (sans-IO).
+
+`ClusterState` joins membership, replication, the ack GC and requeue coordination over
+one NodeCore: the core calls requeue through its ClusterHooks and filters the node names
+of the records it imports through replication. `route_job_message` is the one place
+that says which part handles which job message. The asyncio driver
+(conveyor.node.cluster) and the simulator (tests/sim) both drive this object, so they
+cannot disagree on the wiring.
+"""
+
+from __future__ import annotations
+
+import random
+
+from conveyor.cluster.acks import AckGC
+from conveyor.cluster.membership import Membership
+from conveyor.cluster.messages import (
+    DelJob,
+    GotAck,
+    GotJob,
+    Message,
+    Queued,
+    ReplJob,
+    SetAck,
+    WillQueue,
+    Working,
+)
+from conveyor.cluster.replication import Replication
+from conveyor.cluster.requeue import Requeue
+from conveyor.core.node import NodeCore
+
+
+class ClusterState:
+    def __init__(self, core: NodeCore, membership: Membership, rand: random.Random) -> None:
+        self.core = core
+        self.membership = membership
+        self.replication = Replication(core, membership, rand)
+        self.acks = AckGC(core, membership, self.replication, rand)
+        self.requeue = Requeue(core, membership)
+        core.cluster_hooks = self.requeue
+        core.node_filter = self.replication.known_names
+
+    def route_job_message(self, message: Message, now_ms: int) -> bool:
+        """Hand a job message to its part; False when it is not one (or its sender is
+        not past its handshake, whose job messages Disque ignores too)."""
+        if self.membership.known(message.header.sender) is None:
+            return False
+        if isinstance(message, ReplJob):
+            self.replication.receive_repljob(message, now_ms)
+        elif isinstance(message, GotJob):
+            self.replication.receive_gotjob(message, now_ms)
+        elif isinstance(message, DelJob):
+            self.replication.receive_deljob(message, now_ms)
+        elif isinstance(message, SetAck):
+            self.acks.receive_setack(message, now_ms)
+        elif isinstance(message, GotAck):
+            self.acks.receive_gotack(message, now_ms)
+        elif isinstance(message, (Queued, Working)):
+            self.requeue.receive_queued(message, now_ms)
+        elif isinstance(message, WillQueue):
+            self.requeue.receive_willqueue(message, now_ms)
+        else:
+            return False
+        return True
+
+    def update_view(self) -> None:
+        """Tell the core the cluster's size and reachability when membership changed."""
+        membership = self.membership
+        if membership.view_dirty:
+            membership.view_dirty = False
+            self.core.set_cluster_view(membership.size(), len(membership.reachable()))
