@@ -31,6 +31,10 @@ from conveyor.core.node import NodeCore
 GC_MIN_MS = 1000
 GC_MAX_MS = 180_000
 GC_JITTER_MS = 250
+# Dummy acks are made by clients (any ACKJOB of an unknown ID with odd TTL digits) and
+# live up to the TTL the ID claims (up to 45 days): past this many, no new one is kept,
+# so a client acking random IDs cannot grow the node without bound.
+MAX_DUMMY_ACKS = 100_000
 
 
 @dataclass(slots=True)
@@ -87,6 +91,7 @@ class AckGC:
     def _wants_dummy(self, job_id: bytes) -> bool:
         return (
             self.membership.size() > 1
+            and len(self.dummies) < MAX_DUMMY_ACKS
             and not self.core.leaving
             and is_valid_id(job_id)
             and id_has_retry(job_id)

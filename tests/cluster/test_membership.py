@@ -250,3 +250,21 @@ def test_nodes_conf_round_trip_and_errors() -> None:
         parse_nodes_conf(f"{name(1).decode()} 7000 myself 0 0 connected\n", T0)
     with pytest.raises(NodesConfError, match="fields"):
         parse_nodes_conf(f"{name(1).decode()} :7000 myself 0 0\n", T0)
+
+
+def test_dummy_acks_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACKJOB of unknown IDs leaves dummy acks; their number has a ceiling."""
+    from conveyor.cluster import acks as acks_module
+    from conveyor.cluster.state import ClusterState
+    from conveyor.core.node import NodeCore
+
+    monkeypatch.setattr(acks_module, "MAX_DUMMY_ACKS", 5)
+    net = formed(3)
+    member = net.members[0]
+    state = ClusterState(NodeCore(name(1).decode(), b"s" * 20, random.Random(1)), member,
+                         random.Random(1))  # fmt: skip
+    ids = [b"D-00000001-%s-05a1" % (b"%024d" % index) for index in range(20)]
+    assert state.acks.ack(ids, net.now) == 0  # none known here
+    assert len(state.acks.dummies) == 5
+    sent = [a for a in member.take_actions() if isinstance(a, Send)]
+    assert {a.message.id for a in sent} == set(ids[:5])  # type: ignore[union-attr]
