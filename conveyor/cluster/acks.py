@@ -104,9 +104,9 @@ class AckGC:
             job = core.jobs.get(job_id)
             message = DelJob(self.membership.header(), job_id)
             if job is None:
-                self._send_all(self._others(), message)
+                self.membership.send_to(self._others(), message)
                 continue
-            self._send_all(self._holders(job), message)
+            self.membership.send_to(self._holders(job), message)
             self.collecting.pop(job_id, None)
             freed += core.fast_ack([job_id], now_ms)
         return freed
@@ -122,7 +122,7 @@ class AckGC:
             self._release(job, now_ms)
             return
         message = SetAck(self.membership.header(), job.id, len(job.nodes_delivered or ()))
-        self._send_all([n for n in holders if n not in state.confirmed], message)
+        self.membership.send_to([n for n in holders if n not in state.confirmed], message)
 
     def _start_dummy(self, job_id: bytes, now_ms: int) -> None:
         minutes = id_ttl_minutes(job_id) or 1
@@ -136,7 +136,7 @@ class AckGC:
             del self.dummies[dummy.id]
             return
         message = SetAck(self.membership.header(), dummy.id, 0)
-        self._send_all([n for n in self._others() if n not in dummy.gc.confirmed], message)
+        self.membership.send_to([n for n in self._others() if n not in dummy.gc.confirmed], message)
 
     def _schedule(self, state: GcState, now_ms: int) -> None:
         period = min(GC_MIN_MS << min(state.retries, 16), GC_MAX_MS)
@@ -220,7 +220,7 @@ class AckGC:
         state.confirmed.add(sender)
         holders = self._holders(job)
         if all(name in state.confirmed for name in holders):
-            self._send_all(
+            self.membership.send_to(
                 [n for n in holders if n != self.membership.name],
                 DelJob(self.membership.header(), job.id),
             )
@@ -237,9 +237,3 @@ class AckGC:
 
     def _send(self, name: bytes, message: object) -> None:
         self.membership.actions.append(Send(name, message))  # type: ignore[arg-type]
-
-    def _send_all(self, names: list[bytes], message: object) -> None:
-        me = self.membership.name
-        for name in names:
-            if name != me and self.membership.known(name) is not None:
-                self._send(name, message)

@@ -24,6 +24,7 @@ The rules, as Disque 1.0-rc1 has them (see also the transport's docstring for li
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 from conveyor.cluster.actions import (
     Action,
@@ -383,6 +384,14 @@ class Membership:
         self.broadcast(Fail(self.header(), node.name))
         self._changed()
 
+    def send_to(self, names: Iterable[bytes], message: Message) -> None:
+        """Queue `message` for each of these nodes that is known (past its handshake),
+        ourselves excepted: how every job message to a job's holders goes out."""
+        me = self.myself.name
+        for name in names:
+            if name != me and self.known(name) is not None:
+                self.actions.append(Send(name, message))
+
     def broadcast(self, message: Message) -> None:
         """To every node with a link, handshakes excepted (clusterBroadcastMessage)."""
         for node in self.nodes.values():
@@ -393,6 +402,8 @@ class Membership:
     def cron(self, now_ms: int) -> None:
         """Ten times a second: handshake timeouts, PINGs, PFAIL (clusterCron)."""
         self.iteration += 1
+        if self.blacklist:  # FORGET entries end after a minute, looked up or not
+            self.blacklist = {n: t for n, t in self.blacklist.items() if t >= now_ms}
         timeout = self.node_timeout_ms
         handshake_timeout = max(timeout, 1000)
         for node in list(self.nodes.values()):

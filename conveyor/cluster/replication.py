@@ -28,7 +28,7 @@ from typing import Any
 
 from conveyor.cluster.actions import Send
 from conveyor.cluster.membership import Membership
-from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, GotJob, Header, ReplJob
+from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, GotJob, ReplJob
 from conveyor.core.args import AddJobArgs
 from conveyor.core.effects import Reply
 from conveyor.core.errors import CommandError
@@ -94,10 +94,7 @@ class Replication:
         header = self.membership.header()
         if noreply:
             header = header._replace(mflags=MFLAG_NOREPLY)
-        message = ReplJob(header, (record,))
-        actions = self.membership.actions
-        for name in targets:
-            actions.append(Send(name, message))
+        self.membership.send_to(targets, ReplJob(header, (record,)))
 
     def client_gone(self, job_id: bytes, now_ms: int) -> None:
         """The client of a synchronous ADDJOB left: forget the job, as Disque does."""
@@ -106,11 +103,7 @@ class Replication:
             self._delete_everywhere(pending.job, now_ms)
 
     def _delete_everywhere(self, job: Job, now_ms: int) -> None:
-        me = self.membership.name
-        message = DelJob(self.membership.header(), job.id)
-        for name in job.nodes_delivered or ():
-            if name != me:
-                self.membership.actions.append(Send(name, message))
+        self.membership.send_to(job.nodes_delivered or (), DelJob(self.membership.header(), job.id))
         self.core.del_jobs([job.id], now_ms)
 
     # -- the 50 ms tick -------------------------------------------------------------------
@@ -137,11 +130,6 @@ class Replication:
 
     def _answer(self, pending: PendingAdd, value: bytes | CommandError) -> None:
         self.core.replies.append(Reply(pending.token, value))
-
-    def next_tick_ms(self) -> int | None:
-        if not self.pending:
-            return None
-        return min(p.next_target_ms for p in self.pending.values())
 
     # -- bus messages ---------------------------------------------------------------------
     def receive_repljob(self, message: ReplJob, now_ms: int) -> None:
@@ -197,6 +185,3 @@ class Replication:
         job = self.core.jobs.get(message.id)
         if job is not None and job.id not in self.pending:
             self.core.del_jobs([job.id], now_ms)
-
-    def header(self) -> Header:
-        return self.membership.header()

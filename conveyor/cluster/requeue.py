@@ -69,11 +69,7 @@ class Requeue:
         self._broadcast(job, Working(self.membership.header(), job.id))
 
     def _broadcast(self, job: Job, message: Message) -> None:
-        me = self.membership.name
-        actions = self.membership.actions
-        for name in job.nodes_delivered or ():
-            if name != me and self.membership.known(name) is not None:
-                actions.append(Send(name, message))
+        self.membership.send_to(job.nodes_delivered or (), message)
 
     # -- from other nodes -----------------------------------------------------------------
     def receive_queued(self, message: Queued | Working, now_ms: int) -> None:

@@ -78,10 +78,6 @@ class ClusterDriver:
         return self.server.data_dir / self.server.config["cluster-config-file"]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def load_config(self) -> None:
-        """nodes.conf, before the AOF: loaded jobs keep the names of their holders."""
-        self._load_nodes_conf()
-
     async def start(self) -> None:
         config = self.server.config
         host = (config["bind"].split() or ["127.0.0.1"])[0]
@@ -117,7 +113,8 @@ class ClusterDriver:
             await self.bus.close()
             self.bus = None
 
-    def _load_nodes_conf(self) -> None:
+    def load_config(self) -> None:
+        """nodes.conf, before the AOF: loaded jobs keep the names of their holders."""
         try:
             text = self.config_path.read_text()
             nodes = parse_nodes_conf(text, now_ms())
