@@ -1,9 +1,10 @@
 """One node's cluster machinery wired together, and where each bus message goes (sans-IO).
 
 `ClusterState` joins membership, replication, the ack GC and requeue coordination over
-one NodeCore: the core calls requeue through its ClusterHooks and filters the node names
-of the records it imports through replication. `route_job_message` is the one place
-that says which part handles which job message. The asyncio driver
+one NodeCore, and is the core's ClusterHooks: requeue events go to requeue, and the
+node names of the records the core imports are filtered by replication.
+`route_job_message` is the one place that says which part handles which job message.
+The asyncio driver
 (conveyor.node.cluster) and the simulator (tests/sim) both drive this object, so they
 cannot disagree on the wiring.
 """
@@ -37,8 +38,11 @@ class ClusterState:
         self.replication = Replication(core, membership, rand)
         self.acks = AckGC(core, membership, self.replication, rand)
         self.requeue = Requeue(core, membership)
-        core.cluster_hooks = self.requeue
-        core.node_filter = self.replication.known_names
+        self.will_queue = self.requeue.will_queue
+        self.queued = self.requeue.queued
+        self.working = self.requeue.working
+        self.known_nodes = self.replication.known_names
+        core.cluster_hooks = self  # the core's ClusterHooks
 
     def route_job_message(self, message: Message, now_ms: int) -> bool:
         """Hand a job message to its part; False when it is not one (or its sender is

@@ -109,7 +109,8 @@ class Effects(NamedTuple):
 
 class ClusterHooks(Protocol):
     """What the core tells the cluster about a job other nodes hold copies of, as it
-    happens (conveyor.cluster.requeue implements it). Called only for such jobs."""
+    happens, and asks it of node names (conveyor.cluster.state implements it). The
+    requeue calls come only for jobs held elsewhere."""
 
     def will_queue(self, job: Job, now_ms: int) -> None:
         """The job is about to be requeued here (WILLQUEUE_ADVANCE_MS ahead)."""
@@ -119,3 +120,6 @@ class ClusterHooks(Protocol):
 
     def working(self, job: Job, now_ms: int) -> None:
         """A client said it works on the job: the others must not requeue it."""
+
+    def known_nodes(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        """Which of an imported record's node names are nodes of the cluster."""

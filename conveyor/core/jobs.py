@@ -218,8 +218,8 @@ class JobsMixin(CoreState):
     def _known_nodes(self, nodes: tuple[bytes, ...]) -> tuple[bytes, ...] | None:
         # Names this node does not know are dropped, as Disque does: the cluster's
         # filter knows its nodes; a cluster of one knows only itself.
-        if self.node_filter is not None:
-            known = self.node_filter(nodes)
+        if self.cluster_hooks is not None:
+            known = self.cluster_hooks.known_nodes(nodes)
             if len(known) > 1:
                 return known
         if self.node_name in nodes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from conveyor.core.args import EngineConfig
@@ -72,10 +71,9 @@ class CoreState:
         self.replies: list[WokenGetJob | Reply] = []
         self.job_events: list[JobEvent] | None = None  # None: nobody consumes them
         self.messages: list[SendMessage] = []
-        # The cluster's requeue coordination (conveyor.cluster.requeue); None alone.
+        # The cluster (conveyor.cluster.state): requeue coordination, node names; None
+        # for a node that has no cluster machinery (the core alone, in unit tests).
         self.cluster_hooks: ClusterHooks | None = None
-        # Which of a record's node names the cluster knows (None: a cluster of one).
-        self.node_filter: Callable[[tuple[bytes, ...]], tuple[bytes, ...]] | None = None
         # False while anything (a cluster, leaving) needs ADDJOB's full path.
         self._fast_adds = True
         self.jobs_bytes = 0  # estimate of the memory held by jobs (see JOB_OVERHEAD_BYTES)
