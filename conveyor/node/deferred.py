@@ -43,8 +43,10 @@ class DeferredReplies:
 
     def admits(self, request: list[bytes]) -> bool:
         """May this request run now, behind the replies still owed?"""
+        # Ready replies count too: behind one slot still owed, a flood of ASYNC ADDJOBs
+        # would otherwise pile up replies outside the output-buffer accounting.
         return (
-            self.waiting < MAX_OUTSTANDING
+            len(self.slots) < MAX_OUTSTANDING
             and len(request[0]) == 6
             and request[0].lower() == b"addjob"
         )
