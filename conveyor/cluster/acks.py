@@ -173,7 +173,7 @@ class AckGC:
         job = core.jobs.get(message.id)
         if job is not None:
             if job.state == WAIT_REPL:
-                self.replication.achieved(job, now_ms)
+                self.replication.achieved(job, now_ms, acked=True)
             if job.state != ACKED:
                 core.ack([job.id], now_ms)
         elif message.id in self.dummies:

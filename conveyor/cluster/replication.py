@@ -12,8 +12,12 @@ The steps of seed 000's replication state machine and Disque's job.c/cluster.c:
   job is queued at once.
 - A REPLJOB received is a copy to keep, active (not queued), with its nodes; answered
   with GOTJOB even when the copy was already here (GOTJOBs get lost too). Not taken
-  when leaving or when the queue is paused for input.
+  when the queue is paused for input.
 - DELJOB deletes a copy.
+- External replication (the node leaving, or above 75 % of maxmemory with other nodes
+  around): REPLICATE copies go to other nodes and none stays here. Once they are made
+  (at once with ASYNC), ENQUEUE tells one holder to queue the job and this node forgets
+  it. REPLJOB is not taken in that state either.
 
 Replies owed to clients go to the core's reply effects (`Reply(token, ...)`), messages
 to other nodes to membership's actions (`Send`), so both drivers carry them out as they
@@ -28,7 +32,7 @@ from typing import Any
 
 from conveyor.cluster.actions import Send
 from conveyor.cluster.membership import Membership
-from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, GotJob, ReplJob
+from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, Enqueue, GotJob, ReplJob
 from conveyor.core.args import AddJobArgs
 from conveyor.core.effects import Reply
 from conveyor.core.errors import CommandError
@@ -67,21 +71,34 @@ class Replication:
         core = self.core
         if args.repl is None:
             args.repl = core.default_repl()
-        synchronous = args.repl > 1 and not args.asynchronous
-        job = core.add_job(args, now_ms, wait_repl=synchronous)
-        if args.repl == 1:
+        external = core.replicates_externally()
+        synchronous = (args.repl > 1 or external) and not args.asynchronous
+        # An external job is never queued here, ASYNC or not: it is held until handed over.
+        job = core.add_job(args, now_ms, wait_repl=synchronous or external, external=external)
+        if args.repl == 1 and not external:
             return job, True
         me = self.membership.name
-        targets = self._pick(args.repl - 1, exclude=(me,))
-        job.nodes_delivered = (me, *targets)
+        targets = self._pick(args.repl if external else args.repl - 1, exclude=(me,))
+        job.nodes_delivered = targets if external else (me, *targets)
         if not synchronous:
             self._send_copies(job, targets, now_ms, noreply=True)
+            if external:
+                self._hand_over(job, targets, now_ms)
             return job, True
-        job.nodes_confirmed = (me,)
+        job.nodes_confirmed = () if external else (me,)
         deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
         self.pending[job.id] = PendingAdd(job, token, deadline, now_ms + EXTRA_TARGET_MS)
         self._send_copies(job, targets, now_ms, noreply=False)
         return job, False
+
+    def _hand_over(self, job: Job, holders: tuple[bytes, ...], now_ms: int) -> None:
+        """An externally replicated job: one of its holders is told to queue it (ENQUEUE,
+        after the job's DELAY) and this node forgets it, as Disque does."""
+        if holders:
+            first = self.rand.choice(holders)
+            enqueue = Enqueue(self.membership.header(), job.id, job.delay)
+            self.membership.actions.append(Send(first, enqueue))
+        self.core.del_jobs([job.id], now_ms)
 
     def _pick(self, count: int, exclude: tuple[bytes, ...]) -> tuple[bytes, ...]:
         names = [node.name for node in self.membership.reachable() if node.name not in exclude]
@@ -122,7 +139,7 @@ class Replication:
                 self._add_target(job, now_ms)
 
     def _add_target(self, job: Job, now_ms: int) -> None:
-        delivered = job.nodes_delivered or (self.membership.name,)
+        delivered = job.nodes_delivered or ()
         extra = self._pick(1, exclude=delivered)
         job.nodes_delivered = delivered = delivered + extra
         unconfirmed = tuple(n for n in delivered if n not in (job.nodes_confirmed or ()))
@@ -135,8 +152,8 @@ class Replication:
     def receive_repljob(self, message: ReplJob, now_ms: int) -> None:
         core = self.core
         header = message.header
-        if len(message.jobs) != 1 or core.leaving:
-            return
+        if len(message.jobs) != 1 or core.leaving or core.memory_warning():
+            return  # no GOTJOB: the sender's next target (or its timeout) takes over
         record = message.jobs[0]
         queue = core.queues.get(record.queue)
         if queue is not None and queue.pause & PAUSE_IN:
@@ -174,12 +191,17 @@ class Replication:
         if len(confirmed) >= job.repl:
             self.achieved(job, now_ms)
 
-    def achieved(self, job: Job, now_ms: int) -> None:
-        """Enough copies (or another node acked it already): active, client answered."""
-        self.core.replicated(job, now_ms)
+    def achieved(self, job: Job, now_ms: int, acked: bool = False) -> None:
+        """Enough copies (or, `acked`, another node acked it already): active, client
+        answered; an externally replicated job is handed over (queued there unless
+        acked)."""
         pending = self.pending.pop(job.id, None)
         if pending is not None:
             self._answer(pending, b"+%s\r\n" % job.id)
+        if self.membership.name in (job.nodes_delivered or ()):
+            self.core.replicated(job, now_ms)
+        else:
+            self._hand_over(job, () if acked else job.nodes_confirmed or (), now_ms)
 
     def receive_deljob(self, message: DelJob, now_ms: int) -> None:
         job = self.core.jobs.get(message.id)

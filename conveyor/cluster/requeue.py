@@ -13,6 +13,8 @@ the loss of any holder; these messages keep the holders from all requeueing it a
   that queued it at the same time exactly one keeps it.
 - WORKING (a client works on the job) goes to the other holders, which always take it
   out of their queue and push their requeue time.
+- ENQUEUE (from a node that replicated a job externally and kept no copy) makes this
+  holder the first to queue it.
 
 The core calls `will_queue`/`queued`/`working` (its ClusterHooks) for jobs held
 elsewhere; messages leave as membership's Send actions.
@@ -25,6 +27,7 @@ from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     MFLAG_INCR_DELIV,
     MFLAG_INCR_NACKS,
+    Enqueue,
     Message,
     Queued,
     SetAck,
@@ -92,6 +95,12 @@ class Requeue:
                 job.nacks += 1
             if mflags & MFLAG_INCR_DELIV:
                 job.additional_deliveries += 1
+
+    def receive_enqueue(self, message: Enqueue, now_ms: int) -> None:
+        """The node that replicated the job here kept no copy: queue it (Disque)."""
+        job = self.core.jobs.get(message.id)
+        if job is not None:
+            self.core.enqueue_requested(job, message.delay, now_ms)
 
     def receive_willqueue(self, message: WillQueue, now_ms: int) -> None:
         job = self.core.jobs.get(message.id)

@@ -17,6 +17,7 @@ from conveyor.cluster.acks import AckGC
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     DelJob,
+    Enqueue,
     GotAck,
     GotJob,
     Message,
@@ -63,6 +64,8 @@ class ClusterState:
             self.requeue.receive_queued(message, now_ms)
         elif isinstance(message, WillQueue):
             self.requeue.receive_willqueue(message, now_ms)
+        elif isinstance(message, Enqueue):
+            self.requeue.receive_enqueue(message, now_ms)
         else:
             return False
         return True

@@ -12,10 +12,9 @@ class CommandError(Exception):
 
 
 NOREPL_LEVEL = "NOREPL Not enough reachable nodes for the requested replication level"
-NOREPL_LEAVING = NOREPL_LEVEL + (
-    ", since I'm unable to hold a copy of the message for the following reason: "
-    "I'm leaving the cluster"
-)
+_NOREPL_NO_COPY = ", since I'm unable to hold a copy of the message for the following reason: "
+NOREPL_LEAVING = NOREPL_LEVEL + _NOREPL_NO_COPY + "I'm leaving the cluster"
+NOREPL_OUT_OF_MEMORY = NOREPL_LEVEL + _NOREPL_NO_COPY + "I'm out of memory"
 MAXLEN = "MAXLEN Queue is already longer than the specified MAXLEN count"
 PAUSED = "PAUSED Queue paused in input, try later"
 DELAY_TOO_LONG = (

@@ -61,19 +61,30 @@ class NodeCore(Engine):
     def default_repl(self) -> int:
         return min(self.cluster_size, 3)
 
+    def replicates_externally(self) -> bool:
+        """Whether new jobs go to other nodes only, this node keeping no copy: when it
+        is leaving, or (with other nodes around) above 75 % of maxmemory (Disque)."""
+        return self.leaving or (self.cluster_size > 1 and self.memory_warning() > 0)
+
     # -- commands ---------------------------------------------------------------------------
-    def add_job(self, args: AddJobArgs, now_ms: int, wait_repl: bool = False) -> Job:
+    def add_job(
+        self, args: AddJobArgs, now_ms: int, wait_repl: bool = False, external: bool = False
+    ) -> Job:
         """ADDJOB. With `wait_repl` the job is held in wait-repl (not queued) until the
-        cluster's replication calls `replicated`."""
+        cluster's replication calls `replicated`. `external`: the REPLICATE copies are
+        all to be made on other nodes (a leaving node always replicates externally)."""
         repl = args.repl
         if repl is None:
             args.repl = repl = self.default_repl()
         ttl_s, retry_s = self.job_times(args)
-        if self.leaving:
-            # A leaving node keeps no new copies; with nobody else to hold one, refuse.
-            if repl > self.reachable_nodes:
-                raise CommandError(errors.NOREPL_LEAVING)
-        elif repl - 1 > self.reachable_nodes:
+        external = external or self.leaving
+        others_needed = repl if external else repl - 1
+        if others_needed > self.reachable_nodes:
+            if external and others_needed - 1 == self.reachable_nodes:
+                # One short only because this node cannot hold a copy: say why.
+                raise CommandError(
+                    errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OUT_OF_MEMORY
+                )
             raise CommandError(errors.NOREPL_LEVEL)
         return self._add_job(args, ttl_s, retry_s, now_ms, wait_repl)
 
@@ -116,6 +127,16 @@ class NodeCore(Engine):
             )
         else:
             self.oom_guard = 1 << 62
+
+    def memory_warning(self) -> int:
+        """Disque's memory warning level: 0, 1 above 75 % of maxmemory, 2 above 95 %."""
+        maxmemory = self.maxmemory
+        if not maxmemory:
+            return 0
+        used = self.used_memory()
+        if used > maxmemory // 100 * 95:
+            return 2
+        return 1 if used > maxmemory // 100 * 75 else 0
 
     def used_memory(self) -> int:
         used = self.baseline_bytes + self.client_bytes + self.memory_estimate()

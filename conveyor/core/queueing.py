@@ -32,7 +32,7 @@ from conveyor.core.job import (
     WILLQUEUE_SENT,
     Job,
 )
-from conveyor.core.queue import PAUSE_NONE, PAUSE_OUT, JobQueue
+from conveyor.core.queue import PAUSE_IN, PAUSE_NONE, PAUSE_OUT, JobQueue
 from conveyor.core.state import JITTER_MS, CoreState
 
 
@@ -248,6 +248,24 @@ class QueueingMixin(CoreState):
             job.flags &= ~WILLQUEUE_SENT
             job.qtime = now_ms + job.retry * 1000 + self._jitter()
             self.timers.file_job(job, job.awake_at(), now_ms)
+
+    def enqueue_requested(self, job: Job, delay_s: int, now_ms: int) -> None:
+        """ENQUEUE from the node that replicated the job here and kept no copy: queue it
+        now or after `delay_s`, as this node's first queueing (not a requeue, so no
+        QUEUED to the other holders). Ignored once queued or for a queue paused in."""
+        if job.state != ACTIVE:
+            return
+        queue = self.queues.get(job.queue)
+        if queue is not None and queue.pause & PAUSE_IN:
+            return
+        if not job.flags & DELIVERED:
+            job.flags &= ~QUEUED_ONCE
+        if delay_s:
+            job.flags &= ~WILLQUEUE_SENT
+            job.qtime = now_ms + delay_s * 1000
+            self.timers.file_job(job, job.awake_at(), now_ms)
+        else:
+            self._enqueue(job, now_ms)
 
     # -- queues -----------------------------------------------------------------------------
     def qlen(self, name: bytes) -> int:

@@ -11,12 +11,14 @@ than one node comes here (`add_job`), job messages from the bus go there, and a 
 timer runs while synchronous ADDJOBs wait for their copies.
 
 When the bus port cannot be opened (taken, or past 65535) the node still serves clients
-as a cluster of one, and says why in the log and in CLUSTER MEET's error.
+as a cluster of one, and says why in the log and in CLUSTER MEET's error; a port in use
+is tried again every second until it is free.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import random
@@ -49,6 +51,7 @@ log = logging.getLogger("conveyor.cluster")
 
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
+BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
 
 
 class ClusterDriver:
@@ -72,6 +75,7 @@ class ClusterDriver:
         self.messages_sent = 0
         self.messages_received = 0
         self._cron: asyncio.TimerHandle | None = None
+        self._bus_retry: asyncio.Task[None] | None = None
 
     @property
     def config_path(self) -> Path:
@@ -79,29 +83,48 @@ class ClusterDriver:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        config = self.server.config
-        host = (config["bind"].split() or ["127.0.0.1"])[0]
-        bus_port = config["port"] + BUS_PORT_OFFSET
+        bus_port = self.server.config["port"] + BUS_PORT_OFFSET
         if bus_port > 65535:
             self.bus_error = f"the bus port {bus_port} is past 65535 (client port + 10000)"
-        else:
-            bus = BusTransport(
-                bus_port,
-                self._on_message,
-                host=host,
-                on_link_up=self._on_link_up,
-                on_link_down=self._on_link_down,
-            )
-            try:
-                await bus.start()
-                self.bus = bus
-            except OSError as exc:
-                self.bus_error = f"the bus could not listen on {host}:{bus_port}: {exc.strerror}"
+        elif not await self._listen(bus_port) and self._bus_retry is None:
+            self._bus_retry = asyncio.create_task(self._listen_later(bus_port))
         if self.bus_error is not None:
             log.warning("Cluster bus disabled, running as a cluster of one: %s", self.bus_error)
         self._run_actions(None)
 
+    async def _listen(self, bus_port: int) -> bool:
+        """Open the bus; False (and `bus_error` says why) when the port is in use."""
+        host = (self.server.config["bind"].split() or ["127.0.0.1"])[0]
+        bus = BusTransport(
+            bus_port,
+            self._on_message,
+            host=host,
+            on_link_up=self._on_link_up,
+            on_link_down=self._on_link_down,
+        )
+        try:
+            await bus.start()
+        except OSError as exc:
+            self.bus_error = f"the bus could not listen on {host}:{bus_port}: {exc.strerror}"
+            return exc.errno != errno.EADDRINUSE  # anything else will not pass by itself
+        self.bus = bus
+        self.bus_error = None
+        return True
+
+    async def _listen_later(self, bus_port: int) -> None:
+        # The bus port is in the kernel's ephemeral range for client ports above 22768,
+        # so an outgoing connection of any process may hold it for a while (TIME-WAIT
+        # included): keep trying rather than stay a cluster of one for the node's life.
+        while not await self._listen(bus_port):
+            await asyncio.sleep(BUS_RETRY_S)
+        if self.bus is not None:
+            log.warning("Cluster bus listening on port %d after all", bus_port)
+        self._bus_retry = None
+
     async def stop(self) -> None:
+        if self._bus_retry is not None:
+            self._bus_retry.cancel()
+            self._bus_retry = None
         if self._repl_timer is not None:
             self._repl_timer.cancel()
             self._repl_timer = None

@@ -7,6 +7,7 @@ printed, not asserted.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -178,3 +179,29 @@ def test_forget_drops_the_node_and_reset_drops_all(
     assert set(view(cluster[0])) == {cluster[0].port, cluster[1].port}
     assert cluster[1].client().execute_command("CLUSTER", "RESET", "SOFT") == b"OK"
     assert view(cluster[1]) == {cluster[1].port: "myself"}
+
+
+def test_a_bus_port_in_use_is_tried_again_until_free(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    port = free_cluster_port()
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", port + 10000))
+    squatter.listen()
+    try:
+        cluster.append(start(tmp_path, 0, port))
+        with pytest.raises(redis.ResponseError, match=r"could not listen on 127\.0\.0\.1:"):
+            cluster[0].client().execute_command("CLUSTER", "MEET", "127.0.0.1", "1")
+    finally:
+        squatter.close()
+    cluster.append(start(tmp_path, 1))
+    meet = ("CLUSTER", "MEET", "127.0.0.1", cluster[1].port)
+    wait_for(lambda: _meets(cluster[0], meet), "the bus listening once the port is free")
+    wait_for(lambda: all_healthy(cluster), "2 nodes know each other")
+
+
+def _meets(node: NodeProcess, meet: tuple[str | int, ...]) -> bool:
+    try:
+        return node.client().execute_command(*meet) == b"OK"
+    except redis.ResponseError:
+        return False
