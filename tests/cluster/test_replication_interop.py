@@ -79,3 +79,17 @@ def test_async_and_fastack_across_kinds(tmp_path: Path, nodes: list[Node]) -> No
     wait_for(lambda: None not in states(nodes, job_id), "Disque's async copies on both Conveyors")
     assert nodes[0].client().execute_command("FASTACK", job_id) == 1
     wait_for(lambda: states(nodes, job_id) == [None] * 3, "FASTACK on Conveyor reached Disque")
+
+
+@pytest.mark.parametrize("kinds", ["CDD", "DCC"])
+def test_external_replication_across_kinds(tmp_path: Path, nodes: list[Node], kinds: str) -> None:
+    """The first node, above 75 % of its maxmemory, keeps no copy: the two of the other
+    kind hold it, and its ENQUEUE has one of them queue it."""
+    mixed(tmp_path, nodes, kinds)
+    origin = nodes[0].client()
+    used = int(origin.info("memory")["used_memory"])
+    origin.config_set("maxmemory", str(used * 100 // 85))
+    job_id = origin.execute_command("ADDJOB", "q", "x", "5000", "REPLICATE", "2")
+    wait_for(lambda: sorted(map(str, states(nodes, job_id))) == ["None", "b'active'", "b'queued'"],
+             f"held by the two {kinds[1]} nodes, queued on one")  # fmt: skip
+    assert states(nodes, job_id)[0] is None
