@@ -49,6 +49,7 @@ from .messages import (
     TYPE_OF_CLASS,
     Fail,
     GossipEntry,
+    GotJobs,
     Header,
     Message,
     MessageType,
@@ -61,6 +62,7 @@ __all__ = [
     "FrameReader",
     "decode",
     "encode",
+    "encode_jobs_frame",
 ]
 
 _JOB_ID = struct.Struct(">40sI")
@@ -92,7 +94,7 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
     totlen = check_prefix(frame, 0, size, _U32_MAX)
     if totlen != size:
         raise BusProtocolError(f"totlen {totlen} at offset 4 but the frame has {size} bytes")
-    (_, _, ver, notused0, kind, _, sender, myip, notused1, port, flags, state, *mflags) = (
+    (_, _, ver, notused0, kind, count, sender, myip, notused1, port, flags, state, *mflags) = (
         HEADER.unpack_from(frame, 0)
     )
     # Positional: this runs for every message on the bus. Field order as in Header.
@@ -111,6 +113,8 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
     )
     cls: Callable[..., Message] = _CLASS_OF_INT[kind]
     if kind in _JOB_ID_KINDS:
+        if count:  # GOTJOB of several IDs (check_prefix allows no other)
+            return GotJobs(header, _decode_ids(frame))
         job_id, aux = _JOB_ID.unpack_from(frame, HEADER_LEN)
         return cls(header, job_id, aux)
     if kind in _GOSSIP_KINDS:
@@ -122,6 +126,14 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
         return cls(header, _decode_job_area(frame, first))
     # NEEDJOBS / PAUSE: first is aux, the queue name fills the rest (check_prefix saw to it).
     return cls(header, bytes(frame[VAR_PAYLOAD_AT:]), first)
+
+
+def _decode_ids(frame: bytes | bytearray | memoryview) -> tuple[bytes, ...]:
+    entries = list(_JOB_ID.iter_unpack(memoryview(frame)[HEADER_LEN:]))
+    if any(aux for _, aux in entries):
+        # GotJobs carries no aux: refusing one keeps every accepted frame re-encodable.
+        raise BusProtocolError("GOTJOB of several IDs with a non-zero aux")
+    return tuple(job_id for job_id, _ in entries)
 
 
 def _decode_gossip(frame: bytes | bytearray | memoryview) -> tuple[GossipEntry, ...]:
@@ -153,6 +165,14 @@ def encode(message: Message) -> bytes:
     header = message.header
     if not isinstance(header, Header):
         raise BusEncodeError(f"header must be a Header, not {type(header).__name__}")
+    if isinstance(message, GotJobs):
+        ids = message.ids
+        if len(ids) < 2:
+            raise BusEncodeError(f"GotJobs needs 2 IDs or more, got {len(ids)}")
+        for job_id in ids:
+            _check_name("id", job_id)
+        body = b"".join([_JOB_ID.pack(job_id, 0) for job_id in ids])
+        return _pack_header(header, kind, len(ids), HEADER_LEN + len(body)) + body
     if isinstance(message, JOB_ID_CLASSES):
         _check_name("id", message.id)
         payload = _pack_u(_JOB_ID, "aux", message.id, message.aux)
@@ -178,6 +198,14 @@ def encode(message: Message) -> bytes:
         raise BusEncodeError(f"qname must be bytes, not {type(qname).__name__}")
     head = _pack_u(U32_PAIR, "aux/qnamelen", message.aux, len(qname))
     return _pack_header(header, kind, 0, VAR_PAYLOAD_AT + len(qname)) + head + qname
+
+
+def encode_jobs_frame(header: Header, kind: MessageType, jobs: list[bytes]) -> bytes:
+    """A REPLJOB/YOURJOBS frame of jobs already serialized (encode_job): a job sent to
+    several nodes in frames of different jobs is serialized once."""
+    data = b"".join(jobs)
+    head = _pack_u(U32_PAIR, "numjobs/datasize", len(jobs), len(data))
+    return _pack_header(header, kind, 0, VAR_PAYLOAD_AT + len(data)) + head + data
 
 
 def _pack_header(header: Header, kind: MessageType, count: int, totlen: int) -> bytes:

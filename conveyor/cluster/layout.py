@@ -12,6 +12,7 @@ inside REPLJOB/YOURJOBS are little endian (the job codec's business).
       FAIL            nodename[40]                               totlen 184
       REPLJOB/YOURJOBS numjobs u32, datasize u32, jobs           totlen 152 + datasize
       job-ID types    id[40], aux u32                            totlen 188
+      GOTJOB count>=2 count * (id[40], aux u32), Conveyor only    totlen 144 + 44 * count
       NEEDJOBS/PAUSE  aux u32, qnamelen u32, qname               totlen 152 + qnamelen
     gossip entry: nodename[40] | ping_sent u32 | pong_received u32 | ip[46] | port u16
                   | flags u16 | notused1 u16 | notused2 u32
@@ -41,7 +42,8 @@ SIGNATURE = b"DbuZ"
 HEADER_LEN = 144  # CLUSTERMSG_MIN_LEN
 GOSSIP_LEN = 104
 FAIL_LEN = HEADER_LEN + 40
-JOB_ID_LEN = HEADER_LEN + 44
+JOB_ID_ENTRY = 44  # id[40], aux u32
+JOB_ID_LEN = HEADER_LEN + JOB_ID_ENTRY
 # REPLJOB/YOURJOBS and NEEDJOBS/PAUSE: two u32 before the variable part.
 VAR_PAYLOAD_AT = HEADER_LEN + 8
 # The smallest serialized job (job codec): length prefix, 68-byte struct, three u32 counts.
@@ -78,6 +80,7 @@ class BusProtocolError(ValueError):
 _NAMES = {int(kind): kind.name for kind in MessageType}
 _GOSSIP = frozenset(int(kind) for kind in GOSSIP_TYPES)
 _JOBS = frozenset(int(kind) for kind in JOBS_TYPES)
+_GOTJOB = int(MessageType.GOTJOB)
 _VARIABLE = _JOBS | frozenset(int(kind) for kind in QUEUE_OP_TYPES)
 _FIXED_LEN = {int(MessageType.FAIL): FAIL_LEN} | {int(kind): JOB_ID_LEN for kind in JOB_ID_TYPES}
 
@@ -127,6 +130,14 @@ def _check_type_and_count(totlen: int, kind: int, count: int) -> None:
         return
     if kind not in _NAMES:
         raise BusProtocolError(f"unknown message type {kind} at offset 12")
+    if kind == _GOTJOB and count >= 2:
+        # Conveyor's GOTJOB of `count` IDs (messages.GotJobs); 1 would re-encode as 0.
+        if totlen != HEADER_LEN + JOB_ID_ENTRY * count:
+            raise BusProtocolError(
+                f"GOTJOB with count {count} at offset 14 must be "
+                f"{HEADER_LEN + JOB_ID_ENTRY * count} bytes, totlen is {totlen}"
+            )
+        return
     # Disque zeroes count outside PING/PONG/MEET; refusing other values keeps every
     # accepted frame re-encodable byte for byte.
     if count != 0:

@@ -41,6 +41,8 @@ def describe_key(key: PeerKey | None) -> str:
 class LinkOwner(Protocol):
     """What a link reports to (BusTransport implements it)."""
 
+    unflushed: set[BusLink]  # links holding frames for their end-of-turn write
+
     def _link_made(self, link: BusLink) -> None: ...
     def _link_message(self, link: BusLink, message: Message) -> None: ...
     def _link_lost(self, link: BusLink, reason: str) -> None: ...
@@ -141,12 +143,20 @@ class BusLink(asyncio.Protocol):
         self.bytes_out += len(frame)
         self.peak_send_buffer = max(self.peak_send_buffer, held + len(frame))
         if self._flush_handle is None:
-            # One write per loop iteration however many messages: fewer syscalls under load.
+            # One write per loop iteration however many messages: fewer syscalls under
+            # load. The owner may flush sooner (BusTransport.flush).
             self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+            self._owner.unflushed.add(self)
         return True
+
+    def flush_now(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
 
     def _flush(self) -> None:
         self._flush_handle = None
+        self._owner.unflushed.discard(self)
         if self.closed or self._transport is None or not self._out:
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
@@ -179,6 +189,7 @@ class BusLink(asyncio.Protocol):
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
+        self._owner.unflushed.discard(self)
         self._out.clear()
         self._out_bytes = 0
 

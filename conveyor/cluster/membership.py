@@ -36,8 +36,10 @@ from conveyor.cluster.actions import (
     ResetLink,
     Send,
 )
+from conveyor.cluster.batching import coalesce
 from conveyor.cluster.messages import (
     CLUSTER_OK,
+    CONVEYOR_MARK,
     NODE_FAIL,
     NODE_HANDSHAKE,
     NODE_LEAVING,
@@ -102,8 +104,13 @@ class Membership:
         return "".join(line + "\n" for line in lines)
 
     def take_actions(self) -> list[Action]:
+        """What to carry out, jobs sent to another Conveyor node merged (batching.py)."""
         actions, self.actions = self.actions, []
-        return actions
+        return coalesce(actions, self._takes_batches) if len(actions) > 1 else actions
+
+    def _takes_batches(self, name: bytes) -> bool:
+        node = self.nodes.get(name)
+        return node is not None and node.batches
 
     def _changed(self, config: bool = True) -> None:
         self.view_dirty = True
@@ -192,7 +199,9 @@ class Membership:
         myself = self.myself
         header = self._header
         if header is None or header.sender != myself.name or header.flags != myself.flags:
-            header = self._header = Header(myself.name, myself.port, myself.flags, CLUSTER_OK)
+            header = self._header = Header(
+                myself.name, myself.port, myself.flags, CLUSTER_OK, notused0=CONVEYOR_MARK
+            )
         return header
 
     def _ping(self, node: ClusterNode, kind: type[Ping | Meet | Pong], now_ms: int) -> None:
@@ -297,6 +306,7 @@ class Membership:
             self._update_address(sender, remote_ip, header.port)
         if sender is None or sender.in_handshake:
             return
+        sender.batches = header.notused0 == CONVEYOR_MARK
         leaving = header.flags & NODE_LEAVING
         if sender.flags & NODE_LEAVING != leaving:
             sender.flags = (sender.flags & ~NODE_LEAVING) | leaving

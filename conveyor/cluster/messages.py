@@ -25,6 +25,7 @@ from conveyor.core.codec import JobRecord
 __all__ = [
     "CLUSTER_FAIL",
     "CLUSTER_OK",
+    "CONVEYOR_MARK",
     "GOSSIP_TYPES",
     "JOBS_TYPES",
     "JOB_ID_TYPES",
@@ -49,6 +50,7 @@ __all__ = [
     "GossipEntry",
     "GotAck",
     "GotJob",
+    "GotJobs",
     "Header",
     "Meet",
     "Message",
@@ -91,6 +93,13 @@ MFLAG_INCR_DELIV = 4  # QUEUED: bump the additional-deliveries counter
 # Queue pause flags (PAUSE `aux`).
 PAUSE_IN = 1
 PAUSE_OUT = 2
+
+
+# In `notused0` of every header a Conveyor node sends, where Disque puts 0 and never reads
+# it. A node sending it takes REPLJOBs of several jobs and GOTJOB frames of several IDs
+# (GotJobs), so Conveyor nodes batch those between themselves and stay byte for byte
+# Disque's with a C node.
+CONVEYOR_MARK = 0x4356
 
 
 class MessageType(IntEnum):
@@ -195,7 +204,8 @@ class ReplJob(NamedTuple):
     """Add a copy of the job(s) to the receiver; it answers GOTJOB unless MFLAG_NOREPLY.
 
     Jobs are SER_MESSAGE records: `etime` is seconds of TTL left + 1, DELIVERED cleared.
-    Disque sends exactly one job and ignores a REPLJOB with another count.
+    Disque sends exactly one job and ignores a REPLJOB with another count; Conveyor nodes
+    send each other several (CONVEYOR_MARK).
     """
 
     header: Header
@@ -215,6 +225,14 @@ class GotJob(NamedTuple):
     header: Header
     id: bytes
     aux: int = 0
+
+
+class GotJobs(NamedTuple):
+    """Several GOTJOBs in one frame (Conveyor to Conveyor only, see CONVEYOR_MARK): the
+    header's `count` is the number of IDs (2 or more), each followed by its aux (0)."""
+
+    header: Header
+    ids: tuple[bytes, ...]
 
 
 class Enqueue(NamedTuple):
@@ -316,7 +334,7 @@ GossipMessage = Ping | Pong | Meet
 JobsMessage = ReplJob | YourJobs
 JobIdMessage = GotJob | Enqueue | Queued | SetAck | WillQueue | GotAck | DelJob | Working
 QueueOpMessage = NeedJobs | Pause
-Message = GossipMessage | Fail | JobsMessage | JobIdMessage | QueueOpMessage
+Message = GossipMessage | Fail | JobsMessage | JobIdMessage | QueueOpMessage | GotJobs
 
 # For isinstance() dispatch on a family of same-layout messages.
 GOSSIP_CLASSES = (Ping, Pong, Meet)
@@ -344,6 +362,7 @@ CLASS_OF_TYPE: dict[MessageType, type[Message]] = {
     MessageType.PAUSE: Pause,
 }
 TYPE_OF_CLASS: dict[type[Message], MessageType] = {cls: kind for kind, cls in CLASS_OF_TYPE.items()}
+TYPE_OF_CLASS[GotJobs] = MessageType.GOTJOB
 
 
 def message_type(message: Message) -> MessageType:

@@ -66,6 +66,7 @@ class ClusterNode:
     fail_time_ms: int = 0
     link_up: bool = False  # our outbound link to it is connected
     link_since_ms: int = 0
+    batches: bool = False  # a Conveyor node: several jobs per REPLJOB/GOTJOB (CONVEYOR_MARK)
     # Who reported it PFAIL/FAIL in gossip, and when (clusterNodeFailReport).
     fail_reports: dict[bytes, int] = field(default_factory=dict)
 

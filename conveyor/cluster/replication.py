@@ -32,8 +32,17 @@ from typing import Any
 
 from conveyor.cluster.actions import Send
 from conveyor.cluster.membership import Membership
-from conveyor.cluster.messages import MFLAG_NOREPLY, DelJob, Enqueue, GotJob, ReplJob
+from conveyor.cluster.messages import (
+    MFLAG_NOREPLY,
+    DelJob,
+    Enqueue,
+    GotJob,
+    GotJobs,
+    Header,
+    ReplJob,
+)
 from conveyor.core.args import AddJobArgs
+from conveyor.core.codec import JobRecord
 from conveyor.core.effects import Reply
 from conveyor.core.errors import CommandError
 from conveyor.core.job import DELETED, QUEUED_ONCE, WAIT_REPL, Job
@@ -150,11 +159,16 @@ class Replication:
 
     # -- bus messages ---------------------------------------------------------------------
     def receive_repljob(self, message: ReplJob, now_ms: int) -> None:
+        """Copies to keep: one job from Disque, several in one frame from a Conveyor node
+        (CONVEYOR_MARK), each answered with its GOTJOB."""
         core = self.core
-        header = message.header
-        if len(message.jobs) != 1 or core.leaving or core.memory_warning():
+        if core.leaving or core.memory_warning():
             return  # no GOTJOB: the sender's next target (or its timeout) takes over
-        record = message.jobs[0]
+        for record in message.jobs:
+            self._take_copy(record, message.header, now_ms)
+
+    def _take_copy(self, record: JobRecord, header: Header, now_ms: int) -> None:
+        core = self.core
         queue = core.queues.get(record.queue)
         if queue is not None and queue.pause & PAUSE_IN:
             return
@@ -181,11 +195,18 @@ class Replication:
         return tuple(name for name in names if name in nodes)
 
     def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
-        job = self.core.jobs.get(message.id)
+        self._confirmed(message.id, message.header.sender, now_ms)
+
+    def receive_gotjobs(self, message: GotJobs, now_ms: int) -> None:
+        sender = message.header.sender
+        for job_id in message.ids:
+            self._confirmed(job_id, sender, now_ms)
+
+    def _confirmed(self, job_id: bytes, sender: bytes, now_ms: int) -> None:
+        job = self.core.jobs.get(job_id)
         if job is None or job.state != WAIT_REPL:
             return
         confirmed = job.nodes_confirmed or ()
-        sender = message.header.sender
         if sender not in confirmed:
             job.nodes_confirmed = confirmed = (*confirmed, sender)
         if len(confirmed) >= job.repl:

@@ -20,6 +20,7 @@ from conveyor.cluster.messages import (
     Enqueue,
     GotAck,
     GotJob,
+    GotJobs,
     Message,
     Queued,
     ReplJob,
@@ -54,6 +55,8 @@ class ClusterState:
             self.replication.receive_repljob(message, now_ms)
         elif isinstance(message, GotJob):
             self.replication.receive_gotjob(message, now_ms)
+        elif isinstance(message, GotJobs):
+            self.replication.receive_gotjobs(message, now_ms)
         elif isinstance(message, DelJob):
             self.replication.receive_deljob(message, now_ms)
         elif isinstance(message, SetAck):

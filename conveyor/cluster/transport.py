@@ -156,6 +156,7 @@ class BusTransport:
         self._inbound: set[BusLink] = set()
         self._dying: set[asyncio.Task[None]] = set()
         self._closing = False
+        self.unflushed: set[BusLink] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -274,6 +275,13 @@ class BusTransport:
         if peer is None:
             return False
         return peer.write(encode(message))
+
+    def flush(self) -> None:
+        """Write what the links hold now rather than at the end of the loop's turn: the
+        copies of one client's synchronous ADDJOBs leave while the node goes on with the
+        next client's requests, so the other nodes work in parallel with it."""
+        for link in list(self.unflushed):
+            link.flush_now()
 
     def broadcast(self, keys: Iterable[PeerKey], message: Message) -> int:
         """Send one message to several peers, encoded once; how many took it."""

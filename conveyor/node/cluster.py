@@ -203,7 +203,8 @@ class ClusterDriver:
             return
         if not self.state.route_job_message(message, now_ms()):
             return
-        self._run_actions(None)
+        # Its messages wait in membership's actions for the after_io below (flush), with
+        # those of the rest of this read.
         if not self._after_io_soon:
             # Once for every message of this read: the clients' replies leave together.
             self._after_io_soon = True
@@ -212,6 +213,15 @@ class ClusterDriver:
     def _after_messages(self) -> None:
         self._after_io_soon = False
         self.server.after_io()
+
+    def flush(self) -> None:
+        """At the end of a read (Server.after_io): carry out the actions the commands and
+        messages of the read left, and write the links now rather than at the end of the
+        loop's turn, so the other nodes work on them while this one goes on."""
+        if self.membership.actions:
+            self._run_actions(None)
+        if self.bus is not None and self.bus.unflushed:
+            self.bus.flush()
 
     def _run_actions(self, link: BusLink | None) -> None:
         membership = self.membership
@@ -287,8 +297,9 @@ class ClusterDriver:
         """ADDJOB with other nodes around: the reply, or None when it comes once the
         copies are confirmed (into a ReplySlot of the connection; node/deferred.py)."""
         slot = ReplySlot(conn)
+        # Its REPLJOBs go out from the server's after_io (flush) at the end of the
+        # client's read, together with those of the ADDJOBs pipelined with it.
         job, answered = self.replication.add_job(args, slot, self.server.now)
-        self._run_actions(None)
         if answered:
             return b"+%s\r\n" % job.id
         slot.job_id = job.id

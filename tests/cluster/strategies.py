@@ -10,6 +10,7 @@ from conveyor.cluster.messages import (
     JOB_ID_TYPES,
     JOBS_TYPES,
     GossipEntry,
+    GotJobs,
     Header,
     Message,
     MessageType,
@@ -100,4 +101,10 @@ def messages_of(kind: MessageType) -> st.SearchStrategy[Message]:
     return st.builds(lambda header, payload: cls(header, *payload), HEADERS, _payload(kind))
 
 
-MESSAGES: st.SearchStrategy[Message] = st.one_of([messages_of(kind) for kind in MessageType])
+# Conveyor's GOTJOB of several IDs, beside the one-ID GOTJOB of every type above.
+GOT_JOBS = st.builds(
+    GotJobs, HEADERS, st.lists(st.one_of(JOB_IDS, NAMES), min_size=2, max_size=5).map(tuple)
+)
+MESSAGES: st.SearchStrategy[Message] = st.one_of(
+    [*(messages_of(kind) for kind in MessageType), GOT_JOBS]
+)
