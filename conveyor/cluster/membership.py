@@ -76,6 +76,7 @@ class Membership:
         self.iteration = 0
         self.config_dirty = False  # nodes.conf should be written
         self.view_dirty = True  # size or reachability may have changed
+        self._reachable: list[ClusterNode] | None = None  # reachable()'s, until a change
         self.actions: list[Action] = []
         self._header: Header | None = None
 
@@ -89,8 +90,14 @@ class Membership:
         return sum(1 for node in self.nodes.values() if not node.flags & NODE_HANDSHAKE)
 
     def reachable(self) -> list[ClusterNode]:
-        """Other nodes believed up and not leaving: replication targets."""
-        return [node for node in self.nodes.values() if not node.flags & _UNREACHABLE]
+        """Other nodes believed up and not leaving: replication targets. Kept until the
+        view changes (every ADDJOB asks); not to be modified by the caller."""
+        reachable = self._reachable
+        if reachable is None:
+            reachable = self._reachable = [
+                node for node in self.nodes.values() if not node.flags & _UNREACHABLE
+            ]
+        return reachable
 
     def known(self, name: bytes) -> ClusterNode | None:
         """A node that may send us job messages: known, handshake done."""
@@ -114,6 +121,7 @@ class Membership:
 
     def _changed(self, config: bool = True) -> None:
         self.view_dirty = True
+        self._reachable = None
         self.config_dirty = self.config_dirty or config
 
     # -- commands -------------------------------------------------------------------------

@@ -111,7 +111,9 @@ class Replication:
 
     def _pick(self, count: int, exclude: tuple[bytes, ...]) -> tuple[bytes, ...]:
         names = [node.name for node in self.membership.reachable() if node.name not in exclude]
-        return tuple(self.rand.sample(names, min(count, len(names))))
+        if count >= len(names):
+            return tuple(names)  # all of them: no need to draw (REPLICATE 3 of 3 nodes)
+        return tuple(self.rand.sample(names, count))
 
     def _send_copies(
         self, job: Job, targets: tuple[bytes, ...], now_ms: int, noreply: bool
