@@ -52,6 +52,9 @@ log = logging.getLogger("conveyor.cluster")
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
+# Pending actions from one read that are written at once (flush): 8 ADDJOBs' REPLJOBs to
+# two nodes. Fewer wait for the end of the loop's turn.
+FLUSH_ACTIONS = 16
 
 
 class ClusterDriver:
@@ -76,6 +79,7 @@ class ClusterDriver:
         self.messages_received = 0
         self._cron: asyncio.TimerHandle | None = None
         self._bus_retry: asyncio.Task[None] | None = None
+        self._flush_soon: asyncio.Handle | None = None
 
     @property
     def config_path(self) -> Path:
@@ -122,6 +126,9 @@ class ClusterDriver:
         self._bus_retry = None
 
     async def stop(self) -> None:
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
         if self._bus_retry is not None:
             self._bus_retry.cancel()
             self._bus_retry = None
@@ -215,9 +222,19 @@ class ClusterDriver:
         self.server.after_io()
 
     def flush(self) -> None:
-        """At the end of a read (Server.after_io): carry out the actions the commands and
-        messages of the read left, and write the links now rather than at the end of the
-        loop's turn, so the other nodes work on them while this one goes on."""
+        """At the end of a read (Server.after_io): the messages the commands and bus
+        messages of the read left. Many (a pipeline's) go now, so the other nodes work
+        on them while this one goes on with the next read; a few wait for the reads
+        after it in this turn of the loop, to travel in the same frames (batching.py)."""
+        if len(self.membership.actions) >= FLUSH_ACTIONS:
+            self._send_now()
+        elif self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
+
+    def _send_now(self) -> None:
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
         if self.membership.actions:
             self._run_actions(None)
         if self.bus is not None and self.bus.unflushed:
