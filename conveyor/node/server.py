@@ -333,6 +333,9 @@ class Server(ClientBuffers, JobEventConsumers):
         """Carry out what the core left after a batch: replies owed to other clients, job
         events for their consumers, the timer for the next deadline."""
         core = self.core
+        cluster = self.cluster
+        if cluster.membership.actions or (cluster.bus is not None and cluster.bus.unflushed):
+            cluster.flush()
         # Resuming a woken client runs its pipelined requests, which may wake others.
         while core.replies:
             self._deliver_replies(core.take_replies())
