@@ -7,6 +7,9 @@ such a run goes as one REPLJOB of several jobs, or one GOTJOB frame of several I
 Disque takes exactly one job per REPLJOB and one ID per GOTJOB, so a C node gets them
 one by one as before.
 
+YOURJOBS (federation) carries several jobs in Disque too: a run of those is merged for
+every node.
+
 Only a run of consecutive sends of the same type is merged, and each node's messages
 keep their order, so nothing a node receives changes but the framing.
 """
@@ -16,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conveyor.cluster.actions import Action, Send
-from conveyor.cluster.messages import GotJob, GotJobs, Header, ReplJob
+from conveyor.cluster.messages import GotJob, GotJobs, Header, ReplJob, YourJobs
 from conveyor.core.codec import JobRecord
 
-MergedKind = type[ReplJob] | type[GotJob]
+MergedKind = type[ReplJob] | type[GotJob] | type[YourJobs]
 
 
 def coalesce(actions: list[Action], takes_batches: Callable[[bytes], bool]) -> list[Action]:
@@ -29,7 +32,7 @@ def coalesce(actions: list[Action], takes_batches: Callable[[bytes], bool]) -> l
     while index < count:
         action = actions[index]
         kind = type(action.message) if type(action) is Send else None
-        if kind is not ReplJob and kind is not GotJob:
+        if kind is not ReplJob and kind is not GotJob and kind is not YourJobs:
             merged.append(action)
             index += 1
             continue
@@ -53,7 +56,7 @@ def _merge(
     # (node, mflags) -> the first header and the jobs (or IDs) for it, in order
     groups: dict[tuple[bytes, int], tuple[Header, list[JobRecord] | list[bytes]]] = {}
     for send in sends:
-        if not takes_batches(send.name):
+        if kind is not YourJobs and not takes_batches(send.name):
             out.append(send)  # a C Disque node, or one not heard from yet
             continue
         message = send.message
@@ -61,13 +64,13 @@ def _merge(
         group = groups.get((send.name, header.mflags))
         if group is None:
             group = groups[send.name, header.mflags] = (header, [])
-        if kind is ReplJob:
+        if kind is not GotJob:
             group[1].extend(message.jobs)  # type: ignore[union-attr,arg-type]
         else:
             group[1].append(message.id)  # type: ignore[union-attr,arg-type]
     for (name, _), (header, items) in groups.items():
-        if kind is ReplJob:
-            out.append(Send(name, ReplJob(header, tuple(items))))  # type: ignore[arg-type]
+        if kind is not GotJob:
+            out.append(Send(name, kind(header, tuple(items))))  # type: ignore[arg-type,call-arg]
         elif len(items) == 1:
             out.append(Send(name, GotJob(header, items[0])))  # type: ignore[arg-type]
         else:

@@ -1,8 +1,9 @@
 """One node's cluster machinery wired together, and where each bus message goes (sans-IO).
 
-`ClusterState` joins membership, replication, the ack GC and requeue coordination over
-one NodeCore, and is the core's ClusterHooks: requeue events go to requeue, and the
-node names of the records the core imports are filtered by replication.
+`ClusterState` joins membership, replication, the ack GC, requeue coordination and
+federation over one NodeCore, and is the core's ClusterHooks: requeue events go to
+requeue, blocked and drained queues to federation, and the node names of the records the
+core imports are filtered by replication.
 `route_job_message` is the one place that says which part handles which job message.
 The asyncio driver
 (conveyor.node.cluster) and the simulator (tests/sim) both drive this object, so they
@@ -14,6 +15,7 @@ from __future__ import annotations
 import random
 
 from conveyor.cluster.acks import AckGC
+from conveyor.cluster.federation import Federation
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     DelJob,
@@ -22,11 +24,13 @@ from conveyor.cluster.messages import (
     GotJob,
     GotJobs,
     Message,
+    NeedJobs,
     Queued,
     ReplJob,
     SetAck,
     WillQueue,
     Working,
+    YourJobs,
 )
 from conveyor.cluster.replication import Replication
 from conveyor.cluster.requeue import Requeue
@@ -44,6 +48,10 @@ class ClusterState:
         self.queued = self.requeue.queued
         self.working = self.requeue.working
         self.known_nodes = self.replication.known_names
+        self.federation = Federation(core, membership)
+        self.blocked = self.federation.blocked
+        self.drained = self.federation.drained
+        self.jobs_available = self.federation.jobs_available
         core.cluster_hooks = self  # the core's ClusterHooks
 
     def route_job_message(self, message: Message, now_ms: int) -> bool:
@@ -69,6 +77,10 @@ class ClusterState:
             self.requeue.receive_willqueue(message, now_ms)
         elif isinstance(message, Enqueue):
             self.requeue.receive_enqueue(message, now_ms)
+        elif isinstance(message, NeedJobs):
+            self.federation.receive_needjobs(message, now_ms)
+        elif isinstance(message, YourJobs):
+            self.federation.receive_yourjobs(message, now_ms)
         else:
             return False
         return True

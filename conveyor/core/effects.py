@@ -24,6 +24,7 @@ from conveyor.core.job import ACKED, ACTIVE, QUEUED, WAIT_REPL
 
 if TYPE_CHECKING:
     from conveyor.core.job import Job
+    from conveyor.core.queue import JobQueue
     from conveyor.core.waiters import Waiter
 
 # Job events, in a job's life order. Every entry into a queue is "queued" (the first)
@@ -123,3 +124,12 @@ class ClusterHooks(Protocol):
 
     def known_nodes(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
         """Which of an imported record's node names are nodes of the cluster."""
+
+    def blocked(self, queue_names: list[bytes], now_ms: int) -> None:
+        """A client now waits on these queues, empty here: other nodes may have jobs."""
+
+    def drained(self, queue: JobQueue, now_ms: int) -> None:
+        """A queue that imports jobs was just emptied by a GETJOB."""
+
+    def jobs_available(self, queue: JobQueue, now_ms: int) -> None:
+        """A job was queued in a queue with no consumer here that other nodes want."""

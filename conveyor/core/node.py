@@ -103,6 +103,8 @@ class NodeCore(Engine):
         deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
         waiter = Waiter(token, args.queues, args.count, args.with_counters, deadline)
         self.block(waiter, now_ms)
+        if self.cluster_hooks is not None:
+            self.cluster_hooks.blocked(args.queues, now_ms)  # ask other nodes for jobs
         return waiter
 
     # -- memory -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from conveyor.core.imports import ImportStats
 from conveyor.core.job import QUEUED, Job
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class JobQueue:
         "ctime_ms",
         "entries",
         "gc_armed",
+        "imports",
         "jobs_in",
         "jobs_out",
         "name",
@@ -59,6 +61,7 @@ class JobQueue:
         self.waiters: deque[Waiter] = deque()
         self.blocked = 0  # live waiters in `waiters`
         self.gc_armed = False
+        self.imports: ImportStats | None = None  # once it needed jobs from other nodes
 
     def _is_live(self, job: Job) -> bool:
         return job.state == QUEUED and job.queue == self.name

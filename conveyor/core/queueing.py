@@ -86,6 +86,8 @@ class QueueingMixin(CoreState):
             hooks.queued(job, bool(flags & NACK_PENDING), now_ms)
         if queue.blocked and not queue.pause & PAUSE_OUT:
             self._serve_waiters(queue, now_ms)
+        elif job.queue in self.wanted_queues and hooks is not None:
+            hooks.jobs_available(queue, now_ms)  # other nodes' consumers wait for it
         return True
 
     def _left_queue(self, job: Job, now_ms: int) -> None:
@@ -140,6 +142,8 @@ class QueueingMixin(CoreState):
                 taken.append(job)
             if not queue.count:
                 self._arm_queue_gc(queue, now_ms)
+                if queue.imports is not None and self.cluster_hooks is not None:
+                    self.cluster_hooks.drained(queue, now_ms)
             return taken
         candidates: list[JobQueue] = []
         for name in queue_names:
@@ -160,6 +164,8 @@ class QueueingMixin(CoreState):
                 taken.append(job)
                 if not queue.count:
                     candidates.remove(queue)
+                    if queue.imports is not None and self.cluster_hooks is not None:
+                        self.cluster_hooks.drained(queue, now_ms)
                     self._arm_queue_gc(queue, now_ms)
                 if len(taken) >= count:
                     break
@@ -266,6 +272,32 @@ class QueueingMixin(CoreState):
             self.timers.file_job(job, job.awake_at(), now_ms)
         else:
             self._enqueue(job, now_ms)
+
+    def take_for_transfer(self, queue: JobQueue, count: int, now_ms: int) -> list[Job]:
+        """Up to `count` queued jobs leave the queue for another node (YOURJOBS): active
+        here, requeued after RETRY if that node never gets them delivered."""
+        taken: list[Job] = []
+        while len(taken) < count:
+            job = queue.pop()
+            if job is None:
+                break
+            job.state = ACTIVE
+            self._changed(EV_DEQUEUED, job, now_ms)
+            if job.retry:
+                job.qtime = now_ms + job.retry * 1000 + self._jitter()
+                self.timers.file_job(job, job.awake_at(), now_ms)
+            taken.append(job)
+        if not queue.count:
+            self._arm_queue_gc(queue, now_ms)
+        return taken
+
+    def enqueue_moved(self, job: Job, now_ms: int) -> bool:
+        """A job another node moved here (YOURJOBS): queued as a move, not a requeue (no
+        counter, no QUEUED to the holders). False when it could not be queued."""
+        if job.state != ACTIVE:
+            return False
+        job.flags &= ~QUEUED_ONCE
+        return self._enqueue(job, now_ms)
 
     # -- queues -----------------------------------------------------------------------------
     def qlen(self, name: bytes) -> int:

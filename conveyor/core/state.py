@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from conveyor.core.args import EngineConfig
@@ -74,6 +75,9 @@ class CoreState:
         # The cluster (conveyor.cluster.state): requeue coordination, node names; None
         # for a node that has no cluster machinery (the core alone, in unit tests).
         self.cluster_hooks: ClusterHooks | None = None
+        # Queues other nodes' consumers wait on (the federation's; ClusterHooks is told
+        # when a job is queued in one with no consumer here).
+        self.wanted_queues: Container[bytes] = ()
         # False while anything (a cluster, leaving) needs ADDJOB's full path.
         self._fast_adds = True
         self.jobs_bytes = 0  # estimate of the memory held by jobs (see JOB_OVERHEAD_BYTES)

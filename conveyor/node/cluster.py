@@ -177,6 +177,7 @@ class ClusterDriver:
             now = now_ms()
             self.membership.cron(now)
             self.acks.tick(now)
+            self.state.federation.tick(now)
             self._run_actions(None)
             self.server.after_io()
         finally:

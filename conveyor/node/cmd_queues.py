@@ -29,6 +29,7 @@ def qstat(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     if queue is None:
         return null_array(conn.protocol == 3)
     now = server.now
+    imports = queue.imports
     return encode(
         [
             b"name", queue.name,
@@ -36,8 +37,8 @@ def qstat(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             b"age", (now - queue.ctime_ms) // 1000,
             b"idle", (now - queue.atime_ms) // 1000,
             b"blocked", queue.blocked,
-            b"import-from", [],
-            b"import-rate", 0,
+            b"import-from", imports.valid_sources(now) if imports else [],
+            b"import-rate", imports.rate(now) if imports else 0,
             b"jobs-in", queue.jobs_in,
             b"jobs-out", queue.jobs_out,
             b"pause", PAUSE_NAMES[queue.pause],
@@ -55,14 +56,17 @@ def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     minlen = limits.get(b"minlen")
     maxlen = limits.get(b"maxlen")
     importrate = limits.get(b"importrate")
+    now = server.now
 
     def accept(queue: JobQueue) -> bool:
         if minlen is not None and queue.count < minlen:
             return False
         if maxlen is not None and queue.count > maxlen:
             return False
-        # No federation yet, so every queue imports at rate 0.
-        return not (importrate is not None and importrate > 0)
+        if importrate is None:
+            return True
+        imports = queue.imports
+        return (imports.rate(now) if imports else 0) >= importrate
 
     next_cursor, names = server.core.scan_queues(scan.cursor, scan.count, scan.busyloop, accept)
     return encode([str(next_cursor).encode(), names], conn.protocol == 3)

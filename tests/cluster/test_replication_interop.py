@@ -4,6 +4,7 @@ on the other kind it leaves every node."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,9 +39,9 @@ def mixed(tmp_path: Path, nodes: list[Node], kinds: str) -> None:
 
     def reachable_everywhere() -> bool:  # Disque counts reachable nodes in its cron
         infos = [node.client().execute_command("CLUSTER", "INFO").decode() for node in nodes]
-        return all("cluster_reachable_nodes:2\r\n" in info for info in infos)
+        return all(f"cluster_reachable_nodes:{len(kinds) - 1}\r\n" in info for info in infos)
 
-    wait_for(reachable_everywhere, "every node reaches the 2 others")
+    wait_for(reachable_everywhere, "every node reaches the others")
 
 
 def states(nodes: list[Node], job_id: bytes) -> list[bytes | None]:
@@ -93,3 +94,17 @@ def test_external_replication_across_kinds(tmp_path: Path, nodes: list[Node], ki
     wait_for(lambda: sorted(map(str, states(nodes, job_id))) == ["None", "b'active'", "b'queued'"],
              f"held by the two {kinds[1]} nodes, queued on one")  # fmt: skip
     assert states(nodes, job_id)[0] is None
+
+
+@pytest.mark.parametrize("kinds", ["CD", "DC"])
+def test_federation_across_kinds(tmp_path: Path, nodes: list[Node], kinds: str) -> None:
+    """A consumer blocked on the second node gets jobs added on the first, of the other
+    kind (NEEDJOBS/YOURJOBS); C Disque asks from its cron, so this takes up to seconds."""
+    from tests.cluster.test_federation import BlockedGet
+
+    mixed(tmp_path, nodes, kinds)
+    get = BlockedGet(nodes[1], "TIMEOUT", "20000", "FROM", "q")  # type: ignore[arg-type]
+    time.sleep(0.5)
+    job_id = nodes[0].client().execute_command("ADDJOB", "q", "x", "0", "REPLICATE", "1")
+    assert get.wait() == [[b"q", job_id, b"x"]]
+

@@ -178,6 +178,7 @@ class SimNode:
         now = self.net.now
         self.membership.cron(now)
         self.acks.tick(now)
+        self.state.federation.tick(now)
         self.after(None)
         self.net.at(now + CRON_MS, self._cron, incarnation)
 

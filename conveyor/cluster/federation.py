@@ -1,0 +1,180 @@
+"""Federation: jobs move to the nodes where consumers wait (NEEDJOBS/YOURJOBS, sans-IO).
+
+Disque's rules (queue.c), on Disque's wire messages, so mixed clusters keep working:
+- A node needs jobs for a queue when a client blocks on it empty, while clients stay
+  blocked (the cron), and when a GETJOB empties a queue that imports jobs. It then sends
+  NEEDJOBS to the queue's sources (nodes that sent it jobs in the last 5 s) asking for
+  import-rate / sources jobs (5 to 100), and from time to time a cluster-wide NEEDJOBS
+  for 1 job to find sources: 2 s x 2^attempt apart, up to 30 s, starting over when a new
+  source appears. Requests to the sources are paced 25 ms x 2^attempt (up to 2 s).
+- A node asked for jobs sends up to that many in one YOURJOBS (never more than half its
+  queue when it holds fewer than twice as many), unless its queue is empty, paused for
+  output, or importing itself. Jobs moved keep a copy here, active, that requeues after
+  RETRY should the other node lose them; at-most-once jobs are deleted here.
+- YOURJOBS received: each job is queued here (a move, not a requeue), its sender noted
+  as a source, and the queue's import counters updated.
+
+Driven by events rather than by the cron (beyond Disque): a client that blocks sends
+NEEDJOBS at once, not at the next tick; and a node asked for jobs it does not have
+remembers who asked (WANTED_TTL_MS, longer than the longest broadcast interval) and sends
+the next job queued there with no consumer of its own at once (YOURJOBS, which Disque
+takes whether it asked or not). The cold case is then one message, not a broadcast
+backing off to seconds.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from conveyor.cluster.membership import Membership
+from conveyor.cluster.messages import Header, NeedJobs, YourJobs
+from conveyor.core.codec import JobRecord
+from conveyor.core.imports import ImportStats
+from conveyor.core.node import NodeCore
+from conveyor.core.queue import PAUSE_OUT, JobQueue
+from conveyor.core.records import job_record
+
+MIN_REQUEST, MAX_REQUEST = 5, 100
+BCAST_MIN_MS, BCAST_MAX_MS = 2000, 30000
+ADHOC_MIN_MS, ADHOC_MAX_MS = 25, 2000
+WANTED_TTL_MS = 70_000  # beyond the 30 s broadcast interval, twice
+MAX_WANTED = 10_000  # (queue, node) pairs remembered; the oldest go first
+_MAX_SHIFT = 10  # 2^10 x the minimum is past every cap
+
+
+class Federation:
+    def __init__(self, core: NodeCore, membership: Membership) -> None:
+        self.core = core
+        self.membership = membership
+        # queue -> {node -> ms until which it wants jobs of that queue}
+        self.wanted: OrderedDict[bytes, dict[bytes, int]] = OrderedDict()
+        self.waiting: set[bytes] = set()  # queues with clients blocked here
+        core.wanted_queues = self.wanted
+
+    # -- needing jobs -----------------------------------------------------------------------
+    def blocked(self, queue_names: list[bytes], now_ms: int) -> None:
+        for name in queue_names:
+            queue = self.core.queues.get(name)
+            if queue is not None and not queue.count:
+                self.waiting.add(name)
+                self._need(queue, now_ms, at_once=True)
+
+    def drained(self, queue: JobQueue, now_ms: int) -> None:
+        stats = queue.imports
+        if stats is not None and stats.rate(now_ms):
+            self._need(queue, now_ms, at_once=True)
+
+    def tick(self, now_ms: int) -> None:
+        """The cron: keep asking for the queues clients still wait on; forget old wants."""
+        queues = self.core.queues
+        for name in list(self.waiting):
+            queue = queues.get(name)
+            if queue is None or not queue.blocked:
+                self.waiting.discard(name)
+            elif not queue.count:
+                self._need(queue, now_ms, at_once=False)
+        while self.wanted:
+            name, nodes = next(iter(self.wanted.items()))
+            if any(until > now_ms for until in nodes.values()):
+                break
+            del self.wanted[name]
+
+    def _need(self, queue: JobQueue, now_ms: int, at_once: bool) -> None:
+        if self.core.leaving:
+            return
+        stats = queue.imports
+        if stats is None:
+            stats = queue.imports = ImportStats()
+        sources = stats.valid_sources(now_ms)
+        wanted = stats.rate(now_ms) // len(sources) if sources else MIN_REQUEST
+        wanted = min(max(wanted, MIN_REQUEST), MAX_REQUEST)
+        header = self.membership.header()
+        if now_ms - stats.bcast_ms > BCAST_MIN_MS << min(stats.bcast_attempt, _MAX_SHIFT) or (
+            not stats.bcast_ms
+        ):
+            stats.bcast_ms = now_ms
+            stats.bcast_attempt = min(stats.bcast_attempt + 1, _MAX_SHIFT)
+            # Only to discover sources: one job is enough.
+            self.membership.broadcast(NeedJobs(header, queue.name, 1))
+        if not sources:
+            return
+        adhoc_delay = min(ADHOC_MIN_MS << min(stats.adhoc_attempt, _MAX_SHIFT), ADHOC_MAX_MS)
+        if (at_once and now_ms - stats.adhoc_ms >= ADHOC_MIN_MS) or (
+            now_ms - stats.adhoc_ms > adhoc_delay
+        ):
+            stats.adhoc_ms = now_ms
+            stats.adhoc_attempt = min(stats.adhoc_attempt + 1, _MAX_SHIFT)
+            self.membership.send_to(sources, NeedJobs(header, queue.name, wanted))
+
+    # -- giving jobs ------------------------------------------------------------------------
+    def receive_needjobs(self, message: NeedJobs, now_ms: int) -> None:
+        sender = message.header.sender
+        queue = self.core.queues.get(message.qname)
+        if queue is not None and (
+            queue.pause & PAUSE_OUT or (queue.imports is not None and queue.imports.rate(now_ms))
+        ):
+            return  # not giving jobs away, nor remembering: a consumer node itself
+        if queue is None or not queue.count:
+            self._remember(message.qname, sender, now_ms)
+            return
+        count = message.wanted
+        if queue.count < 2 * count:
+            count = max(queue.count // 2, 1)
+        self._send_jobs(queue, sender, count, now_ms)
+
+    def _remember(self, name: bytes, node: bytes, now_ms: int) -> None:
+        nodes = self.wanted.get(name)
+        if nodes is None:
+            if len(self.wanted) >= MAX_WANTED:
+                self.wanted.popitem(last=False)
+            nodes = self.wanted[name] = {}
+        nodes[node] = now_ms + WANTED_TTL_MS
+        self.wanted.move_to_end(name)
+
+    def jobs_available(self, queue: JobQueue, now_ms: int) -> None:
+        """A job was queued here with no consumer here, in a queue others asked for."""
+        nodes = self.wanted.get(queue.name)
+        if not nodes or queue.pause & PAUSE_OUT:
+            return
+        for node, until in list(nodes.items()):
+            if until <= now_ms or self.membership.known(node) is None:
+                del nodes[node]
+                continue
+            # Round robin: the node served goes last.
+            del nodes[node]
+            nodes[node] = until
+            self._send_jobs(queue, node, queue.count, now_ms)
+            return
+        del self.wanted[queue.name]
+
+    def _send_jobs(self, queue: JobQueue, node: bytes, count: int, now_ms: int) -> None:
+        core = self.core
+        me = self.membership.name
+        jobs = core.take_for_transfer(queue, min(count, MAX_REQUEST), now_ms)
+        records = tuple(job_record(job, me, now_ms, for_bus=True) for job in jobs)
+        self.membership.send_to((node,), YourJobs(self.membership.header(), records))
+        # At-most-once jobs keep no copy: one node holds them at a time.
+        core.del_jobs([job.id for job in jobs if not job.retry], now_ms)
+
+    # -- receiving jobs ---------------------------------------------------------------------
+    def receive_yourjobs(self, message: YourJobs, now_ms: int) -> None:
+        for record in message.jobs:
+            self._take(record, message.header, now_ms)
+
+    def _take(self, record: JobRecord, header: Header, now_ms: int) -> None:
+        core = self.core
+        job = core.jobs.get(record.id)
+        if job is None:
+            job = core.import_job(record, now_ms, etime_relative=True)
+            if job is None:
+                return  # expired on the way
+            holders = tuple(n for n in record.nodes if n in self.membership.nodes)
+            me = self.membership.name
+            job.nodes_delivered = holders if me in holders else (*holders, me)
+        if not core.enqueue_moved(job, now_ms):
+            return
+        queue = core.queues.get(job.queue)
+        if queue is not None:
+            if queue.imports is None:
+                queue.imports = ImportStats()
+            queue.imports.imported(header.sender, now_ms)
