@@ -204,7 +204,6 @@ class ClientBuffers:
     def _release_memory(self) -> None:
         self._trim_timer = None
         self._freed_since_trim = 0
-        import gc; gc.collect()
         release_free_memory()
 
     def _check_output_buffers(self) -> None:

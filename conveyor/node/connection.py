@@ -10,6 +10,12 @@ high-water mark, i.e. between `pause_writing` and `resume_writing`, so a client 
 reads its replies costs one attribute test per write) and the bytes of requests it has
 not finished sending or that wait behind a blocked GETJOB (`qbuf`, looked at once per
 read).
+
+Nothing per connection is made before it is needed: the parser (a hiredis reader with its
+ctypes views) on the first read, the `pending` deque on the first request held. Idle
+connections then cost half as much memory, and a burst of them spreads fewer objects over
+Python's small-object arenas, fewer of which stay pinned by the few objects that outlive
+the burst (see docs/operations.md, Connections). Neither costs the hot path a test.
 """
 
 from __future__ import annotations
@@ -45,6 +51,30 @@ TURN_REPLY_BYTES = 1 << 20
 LINGER_S = 2.0
 # Per-request overhead of a multi-bulk request, counted for requests held in `pending`.
 _PENDING_OVERHEAD = 16
+
+
+class _FirstRead(Exception):
+    """Raised by `_NO_PARSER_YET.feed`: the connection's first bytes have come."""
+
+
+class _NoParserYet(RequestParser):
+    """The parser of every connection that has not sent a byte yet (one, shared).
+
+    Its `feed` raises _FirstRead, which `data_received` catches to make the connection's
+    own parser: a try costs nothing in CPython 3.11+ where an `is None` test on every read
+    would not. What the server sets on it (`authenticated`, `max_bulk_bytes`) is unused:
+    the real parser takes both from the connection and the config when it is made.
+    """
+
+    __slots__ = ()
+
+    def feed(self, data: bytes) -> Iterator[list[bytes]]:
+        raise _FirstRead
+
+
+_NO_PARSER_YET = _NoParserYet()
+# `pending` of every connection that never held a request (hold() gives it its own).
+_NOTHING_HELD: deque[list[bytes]] = deque()
 
 
 def now_ms() -> int:
@@ -105,17 +135,16 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.authenticated = not server.config["requirepass"]
-        # Until the client authenticates, Redis 7's tighter request limits apply.
-        self.parser = RequestParser(
-            server.config["proto-max-bulk-len"], authenticated=self.authenticated
-        )
+        # Made on the first read (see _NoParserYet): an idle connection has none.
+        self.parser: RequestParser = _NO_PARSER_YET
         self.auth_failures = 0  # failed AUTH / HELLO AUTH (cut off at a limit)
         self.transport: asyncio.Transport | None = None
         self.waiter: Waiter | None = None  # set while blocked in GETJOB
         # Replies owed to ADDJOBs waiting for their copies (node/deferred.py).
         self.deferred: DeferredReplies | None = None
-        # Requests pipelined behind a blocked GETJOB, run in order once it is answered.
-        self.pending: deque[list[bytes]] = deque()
+        # Requests pipelined behind a blocked GETJOB, run in order once it is answered
+        # (the shared empty _NOTHING_HELD until the first one: most connections hold none).
+        self.pending: deque[list[bytes]] = _NOTHING_HELD
         self.pending_bytes = 0  # their size, part of qbuf
         self.closed = False
         self.next_turn: Iterator[list[bytes]] | None = None  # the rest of a read, see _run
@@ -181,7 +210,14 @@ class Connection(asyncio.Protocol):
         server = self.server
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
-        self._run(self.parser.feed(data))
+        try:
+            self._run(self.parser.feed(data))
+        except _FirstRead:  # raised before any request ran: nothing to undo
+            # Until the client authenticates, Redis 7's tighter request limits apply.
+            self.parser = RequestParser(
+                server.config["proto-max-bulk-len"], authenticated=self.authenticated
+            )
+            self._run(self.parser.feed(data))
 
     def _run(self, requests: Iterator[list[bytes]]) -> None:
         """Run the requests of one read, at most one turn's worth (TURN_REQUESTS, or
@@ -281,6 +317,8 @@ class Connection(asyncio.Protocol):
 
     def hold(self, request: list[bytes]) -> None:
         """Keep a request pipelined behind a blocked GETJOB; its bytes count as qbuf."""
+        if self.pending is _NOTHING_HELD:  # never appended to: it is every idle client's
+            self.pending = deque()
         self.pending.append(request)
         size = _PENDING_OVERHEAD * len(request)
         for arg in request:
