@@ -107,4 +107,3 @@ def test_federation_across_kinds(tmp_path: Path, nodes: list[Node], kinds: str) 
     time.sleep(0.5)
     job_id = nodes[0].client().execute_command("ADDJOB", "q", "x", "0", "REPLICATE", "1")
     assert get.wait() == [[b"q", job_id, b"x"]]
-
