@@ -104,3 +104,4 @@ bench-web: sysdeps $(STAMP)
 .PHONY: bench-cluster
 bench-cluster: sysdeps $(STAMP)
 	$(PY) -m bench.cluster_bench
+	$(PY) -m bench.federation_bench

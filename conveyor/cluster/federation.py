@@ -15,11 +15,12 @@ Disque's rules (queue.c), on Disque's wire messages, so mixed clusters keep work
   as a source, and the queue's import counters updated.
 
 Driven by events rather than by the cron (beyond Disque): a client that blocks sends
-NEEDJOBS at once, not at the next tick; and a node asked for jobs it does not have
-remembers who asked (WANTED_TTL_MS, longer than the longest broadcast interval) and sends
-the next job queued there with no consumer of its own at once (YOURJOBS, which Disque
-takes whether it asked or not). The cold case is then one message, not a broadcast
-backing off to seconds.
+NEEDJOBS at once, not at the next tick; and a node asked for jobs remembers who asked
+(WANTED_TTL_MS, longer than the longest broadcast interval) and sends the next jobs
+queued there with no consumer of its own at once (YOURJOBS, which Disque takes whether
+it asked or not). The cold case is then one message, not a broadcast
+backing off to seconds, and a steady flow from producers on one node to consumers on
+another needs no request per batch.
 """
 
 from __future__ import annotations
@@ -114,8 +115,9 @@ class Federation:
             queue.pause & PAUSE_OUT or (queue.imports is not None and queue.imports.rate(now_ms))
         ):
             return  # not giving jobs away, nor remembering: a consumer node itself
+        # Whoever asks gets the jobs queued here later too, as they come (jobs_available).
+        self._remember(message.qname, sender, now_ms)
         if queue is None or not queue.count:
-            self._remember(message.qname, sender, now_ms)
             return
         count = message.wanted
         if queue.count < 2 * count:
