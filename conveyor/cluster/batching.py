@@ -1,14 +1,13 @@
-"""Several jobs per frame between Conveyor nodes: REPLJOBs and GOTJOBs merged (sans-IO).
+"""Several jobs or job IDs per frame between Conveyor nodes: runs of sends merged (sans-IO).
 
-A client pipelining synchronous ADDJOBs leaves a run of REPLJOB sends of one job each,
-and a node answering them a run of GOTJOBs. To a node whose headers carry CONVEYOR_MARK
-such a run goes as one REPLJOB of several jobs, or one GOTJOB frame of several IDs
-(GotJobs): one header, one frame and one dispatch per node instead of one per job. C
-Disque takes exactly one job per REPLJOB and one ID per GOTJOB, so a C node gets them
-one by one as before.
-
-YOURJOBS (federation) carries several jobs in Disque too: a run of those is merged for
-every node.
+A client pipelining synchronous ADDJOBs leaves a run of REPLJOB sends of one job each, a
+node answering them a run of GOTJOBs, an ACKJOB of many IDs a run of SETACKs (then
+GOTACKs, then DELJOBs). To a node whose headers carry CONVEYOR_MARK such a run goes as
+one REPLJOB of several jobs, or one frame of several job-ID messages (JobIdBatch): one
+header, one frame and one dispatch per node instead of one per job. C Disque takes
+exactly one job per REPLJOB and one ID per job-ID message, so a C node gets them one by
+one as before. YOURJOBS (federation) carries several jobs in Disque too: a run of those
+is merged for every node.
 
 Only a run of consecutive sends of the same type is merged, and each node's messages
 keep their order, so nothing a node receives changes but the framing.
@@ -19,20 +18,27 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conveyor.cluster.actions import Action, Send
-from conveyor.cluster.messages import GotJob, GotJobs, Header, ReplJob, YourJobs
-from conveyor.core.codec import JobRecord
+from conveyor.cluster.messages import (
+    JOB_ID_CLASSES,
+    TYPE_OF_CLASS,
+    Header,
+    JobIdBatch,
+    Message,
+    ReplJob,
+    YourJobs,
+)
 
-MergedKind = type[ReplJob] | type[GotJob] | type[YourJobs]
+_MERGED = frozenset((ReplJob, YourJobs, *JOB_ID_CLASSES))
 
 
 def coalesce(actions: list[Action], takes_batches: Callable[[bytes], bool]) -> list[Action]:
-    """The actions with each run of REPLJOB (or GOTJOB) sends merged per batching node."""
+    """The actions with each run of mergeable sends merged per node that takes them."""
     merged: list[Action] = []
     index, count = 0, len(actions)
     while index < count:
         action = actions[index]
         kind = type(action.message) if type(action) is Send else None
-        if kind is not ReplJob and kind is not GotJob and kind is not YourJobs:
+        if kind not in _MERGED:
             merged.append(action)
             index += 1
             continue
@@ -50,11 +56,12 @@ def coalesce(actions: list[Action], takes_batches: Callable[[bytes], bool]) -> l
 
 
 def _merge(
-    sends: list[Send], kind: MergedKind, takes_batches: Callable[[bytes], bool]
+    sends: list[Send], kind: type[Message], takes_batches: Callable[[bytes], bool]
 ) -> list[Action]:
     out: list[Action] = []
-    # (node, mflags) -> the first header and the jobs (or IDs) for it, in order
-    groups: dict[tuple[bytes, int], tuple[Header, list[JobRecord] | list[bytes]]] = {}
+    carries_jobs = kind is ReplJob or kind is YourJobs
+    # (node, mflags) -> the first header and the jobs or (id, aux) entries for it, in order
+    groups: dict[tuple[bytes, int], tuple[Header, list[object]]] = {}
     for send in sends:
         if kind is not YourJobs and not takes_batches(send.name):
             out.append(send)  # a C Disque node, or one not heard from yet
@@ -64,15 +71,17 @@ def _merge(
         group = groups.get((send.name, header.mflags))
         if group is None:
             group = groups[send.name, header.mflags] = (header, [])
-        if kind is not GotJob:
-            group[1].extend(message.jobs)  # type: ignore[union-attr,arg-type]
+        if carries_jobs:
+            group[1].extend(message.jobs)  # type: ignore[union-attr]
         else:
-            group[1].append(message.id)  # type: ignore[union-attr,arg-type]
+            group[1].append((message.id, message.aux))  # type: ignore[union-attr]
     for (name, _), (header, items) in groups.items():
-        if kind is not GotJob:
-            out.append(Send(name, kind(header, tuple(items))))  # type: ignore[arg-type,call-arg]
+        if carries_jobs:
+            out.append(Send(name, kind(header, tuple(items))))  # type: ignore[call-arg]
         elif len(items) == 1:
-            out.append(Send(name, GotJob(header, items[0])))  # type: ignore[arg-type]
+            job_id, aux = items[0]  # type: ignore[misc]
+            out.append(Send(name, kind(header, job_id, aux)))  # type: ignore[call-arg]
         else:
-            out.append(Send(name, GotJobs(header, tuple(items))))  # type: ignore[arg-type]
+            batch = JobIdBatch(header, TYPE_OF_CLASS[kind], tuple(items))  # type: ignore[arg-type]
+            out.append(Send(name, batch))
     return out

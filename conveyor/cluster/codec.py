@@ -49,8 +49,8 @@ from .messages import (
     TYPE_OF_CLASS,
     Fail,
     GossipEntry,
-    GotJobs,
     Header,
+    JobIdBatch,
     Message,
     MessageType,
 )
@@ -113,8 +113,9 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
     )
     cls: Callable[..., Message] = _CLASS_OF_INT[kind]
     if kind in _JOB_ID_KINDS:
-        if count:  # GOTJOB of several IDs (check_prefix allows no other)
-            return GotJobs(header, _decode_ids(frame))
+        if count:  # several entries (check_prefix saw to count >= 2 and totlen)
+            entries = tuple(_JOB_ID.iter_unpack(memoryview(frame)[HEADER_LEN:]))
+            return JobIdBatch(header, MessageType(kind), entries)
         job_id, aux = _JOB_ID.unpack_from(frame, HEADER_LEN)
         return cls(header, job_id, aux)
     if kind in _GOSSIP_KINDS:
@@ -126,14 +127,6 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
         return cls(header, _decode_job_area(frame, first))
     # NEEDJOBS / PAUSE: first is aux, the queue name fills the rest (check_prefix saw to it).
     return cls(header, bytes(frame[VAR_PAYLOAD_AT:]), first)
-
-
-def _decode_ids(frame: bytes | bytearray | memoryview) -> tuple[bytes, ...]:
-    entries = list(_JOB_ID.iter_unpack(memoryview(frame)[HEADER_LEN:]))
-    if any(aux for _, aux in entries):
-        # GotJobs carries no aux: refusing one keeps every accepted frame re-encodable.
-        raise BusProtocolError("GOTJOB of several IDs with a non-zero aux")
-    return tuple(job_id for job_id, _ in entries)
 
 
 def _decode_gossip(frame: bytes | bytearray | memoryview) -> tuple[GossipEntry, ...]:
@@ -159,20 +152,14 @@ def _decode_job_area(frame: bytes | bytearray | memoryview, numjobs: int) -> tup
 
 def encode(message: Message) -> bytes:
     """The frame for a message value."""
-    kind = TYPE_OF_CLASS.get(type(message))
+    kind = message.kind if type(message) is JobIdBatch else TYPE_OF_CLASS.get(type(message))
     if kind is None:
         raise BusEncodeError(f"{type(message).__name__} is not a bus message class")
     header = message.header
     if not isinstance(header, Header):
         raise BusEncodeError(f"header must be a Header, not {type(header).__name__}")
-    if isinstance(message, GotJobs):
-        ids = message.ids
-        if len(ids) < 2:
-            raise BusEncodeError(f"GotJobs needs 2 IDs or more, got {len(ids)}")
-        for job_id in ids:
-            _check_name("id", job_id)
-        body = b"".join([_JOB_ID.pack(job_id, 0) for job_id in ids])
-        return _pack_header(header, kind, len(ids), HEADER_LEN + len(body)) + body
+    if isinstance(message, JobIdBatch):
+        return _encode_batch(message)
     if isinstance(message, JOB_ID_CLASSES):
         _check_name("id", message.id)
         payload = _pack_u(_JOB_ID, "aux", message.id, message.aux)
@@ -198,6 +185,17 @@ def encode(message: Message) -> bytes:
         raise BusEncodeError(f"qname must be bytes, not {type(qname).__name__}")
     head = _pack_u(U32_PAIR, "aux/qnamelen", message.aux, len(qname))
     return _pack_header(header, kind, 0, VAR_PAYLOAD_AT + len(qname)) + head + qname
+
+
+def _encode_batch(message: JobIdBatch) -> bytes:
+    kind, entries = message.kind, message.entries
+    if kind not in JOB_ID_TYPES or len(entries) < 2:
+        raise BusEncodeError(f"a JobIdBatch is of a job-ID type with 2 entries or more, not "
+                             f"{kind!r} with {len(entries)}")  # fmt: skip
+    for job_id, _ in entries:
+        _check_name("id", job_id)
+    body = b"".join([_pack_u(_JOB_ID, "aux", job_id, aux) for job_id, aux in entries])
+    return _pack_header(message.header, kind, len(entries), HEADER_LEN + len(body)) + body
 
 
 def encode_jobs_frame(header: Header, kind: MessageType, jobs: list[bytes]) -> bytes:

@@ -12,7 +12,7 @@ inside REPLJOB/YOURJOBS are little endian (the job codec's business).
       FAIL            nodename[40]                               totlen 184
       REPLJOB/YOURJOBS numjobs u32, datasize u32, jobs           totlen 152 + datasize
       job-ID types    id[40], aux u32                            totlen 188
-      GOTJOB count>=2 count * (id[40], aux u32), Conveyor only    totlen 144 + 44 * count
+      job-ID, count>=2 count * (id[40], aux u32), Conveyor only  totlen 144 + 44 * count
       NEEDJOBS/PAUSE  aux u32, qnamelen u32, qname               totlen 152 + qnamelen
     gossip entry: nodename[40] | ping_sent u32 | pong_received u32 | ip[46] | port u16
                   | flags u16 | notused1 u16 | notused2 u32
@@ -80,7 +80,7 @@ class BusProtocolError(ValueError):
 _NAMES = {int(kind): kind.name for kind in MessageType}
 _GOSSIP = frozenset(int(kind) for kind in GOSSIP_TYPES)
 _JOBS = frozenset(int(kind) for kind in JOBS_TYPES)
-_GOTJOB = int(MessageType.GOTJOB)
+_JOB_ID = frozenset(int(kind) for kind in JOB_ID_TYPES)
 _VARIABLE = _JOBS | frozenset(int(kind) for kind in QUEUE_OP_TYPES)
 _FIXED_LEN = {int(MessageType.FAIL): FAIL_LEN} | {int(kind): JOB_ID_LEN for kind in JOB_ID_TYPES}
 
@@ -130,11 +130,12 @@ def _check_type_and_count(totlen: int, kind: int, count: int) -> None:
         return
     if kind not in _NAMES:
         raise BusProtocolError(f"unknown message type {kind} at offset 12")
-    if kind == _GOTJOB and count >= 2:
-        # Conveyor's GOTJOB of `count` IDs (messages.GotJobs); 1 would re-encode as 0.
+    if count >= 2 and kind in _JOB_ID:
+        # Conveyor's frame of `count` job-ID entries (messages.JobIdBatch); a count of 1
+        # would re-encode as 0, so it is refused below like any other.
         if totlen != HEADER_LEN + JOB_ID_ENTRY * count:
             raise BusProtocolError(
-                f"GOTJOB with count {count} at offset 14 must be "
+                f"{_NAMES[kind]} with count {count} at offset 14 must be "
                 f"{HEADER_LEN + JOB_ID_ENTRY * count} bytes, totlen is {totlen}"
             )
         return

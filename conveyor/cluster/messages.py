@@ -50,8 +50,8 @@ __all__ = [
     "GossipEntry",
     "GotAck",
     "GotJob",
-    "GotJobs",
     "Header",
+    "JobIdBatch",
     "Meet",
     "Message",
     "MessageType",
@@ -96,9 +96,9 @@ PAUSE_OUT = 2
 
 
 # In `notused0` of every header a Conveyor node sends, where Disque puts 0 and never reads
-# it. A node sending it takes REPLJOBs of several jobs and GOTJOB frames of several IDs
-# (GotJobs), so Conveyor nodes batch those between themselves and stay byte for byte
-# Disque's with a C node.
+# it. A node sending it takes REPLJOBs of several jobs and frames of several job-ID
+# messages (JobIdBatch), so Conveyor nodes batch those between themselves and stay byte
+# for byte Disque's with a C node.
 CONVEYOR_MARK = 0x4356
 
 
@@ -227,14 +227,6 @@ class GotJob(NamedTuple):
     aux: int = 0
 
 
-class GotJobs(NamedTuple):
-    """Several GOTJOBs in one frame (Conveyor to Conveyor only, see CONVEYOR_MARK): the
-    header's `count` is the number of IDs (2 or more), each followed by its aux (0)."""
-
-    header: Header
-    ids: tuple[bytes, ...]
-
-
 class Enqueue(NamedTuple):
     """Queue the job, after `delay` seconds (aux) counted from reception; 0 = now."""
 
@@ -330,11 +322,26 @@ class Pause(NamedTuple):
         return self.aux
 
 
+class JobIdBatch(NamedTuple):
+    """Several messages of one job-ID type in one frame (Conveyor to Conveyor only, see
+    CONVEYOR_MARK): the header's `count` is the number of (id, aux) entries, 2 or more.
+    `messages()` gives them back one by one, as a C node would have sent them."""
+
+    header: Header
+    kind: MessageType  # one of JOB_ID_TYPES
+    entries: tuple[tuple[bytes, int], ...]  # (job ID, aux)
+
+    def messages(self) -> list[JobIdMessage]:
+        cls = CLASS_OF_TYPE[self.kind]
+        header = self.header
+        return [cls(header, job_id, aux) for job_id, aux in self.entries]  # type: ignore[call-arg,misc]
+
+
 GossipMessage = Ping | Pong | Meet
 JobsMessage = ReplJob | YourJobs
 JobIdMessage = GotJob | Enqueue | Queued | SetAck | WillQueue | GotAck | DelJob | Working
 QueueOpMessage = NeedJobs | Pause
-Message = GossipMessage | Fail | JobsMessage | JobIdMessage | QueueOpMessage | GotJobs
+Message = GossipMessage | Fail | JobsMessage | JobIdMessage | QueueOpMessage | JobIdBatch
 
 # For isinstance() dispatch on a family of same-layout messages.
 GOSSIP_CLASSES = (Ping, Pong, Meet)
@@ -362,7 +369,6 @@ CLASS_OF_TYPE: dict[MessageType, type[Message]] = {
     MessageType.PAUSE: Pause,
 }
 TYPE_OF_CLASS: dict[type[Message], MessageType] = {cls: kind for kind, cls in CLASS_OF_TYPE.items()}
-TYPE_OF_CLASS[GotJobs] = MessageType.GOTJOB
 
 
 def message_type(message: Message) -> MessageType:

@@ -37,7 +37,6 @@ from conveyor.cluster.messages import (
     DelJob,
     Enqueue,
     GotJob,
-    GotJobs,
     Header,
     ReplJob,
 )
@@ -197,18 +196,11 @@ class Replication:
         return tuple(name for name in names if name in nodes)
 
     def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
-        self._confirmed(message.id, message.header.sender, now_ms)
-
-    def receive_gotjobs(self, message: GotJobs, now_ms: int) -> None:
-        sender = message.header.sender
-        for job_id in message.ids:
-            self._confirmed(job_id, sender, now_ms)
-
-    def _confirmed(self, job_id: bytes, sender: bytes, now_ms: int) -> None:
-        job = self.core.jobs.get(job_id)
+        job = self.core.jobs.get(message.id)
         if job is None or job.state != WAIT_REPL:
             return
         confirmed = job.nodes_confirmed or ()
+        sender = message.header.sender
         if sender not in confirmed:
             job.nodes_confirmed = confirmed = (*confirmed, sender)
         if len(confirmed) >= job.repl:

@@ -22,7 +22,7 @@ from conveyor.cluster.messages import (
     Enqueue,
     GotAck,
     GotJob,
-    GotJobs,
+    JobIdBatch,
     Message,
     NeedJobs,
     Queued,
@@ -63,8 +63,9 @@ class ClusterState:
             self.replication.receive_repljob(message, now_ms)
         elif isinstance(message, GotJob):
             self.replication.receive_gotjob(message, now_ms)
-        elif isinstance(message, GotJobs):
-            self.replication.receive_gotjobs(message, now_ms)
+        elif isinstance(message, JobIdBatch):  # from a Conveyor node: one by one
+            for single in message.messages():
+                self.route_job_message(single, now_ms)
         elif isinstance(message, DelJob):
             self.replication.receive_deljob(message, now_ms)
         elif isinstance(message, SetAck):

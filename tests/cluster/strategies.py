@@ -10,8 +10,8 @@ from conveyor.cluster.messages import (
     JOB_ID_TYPES,
     JOBS_TYPES,
     GossipEntry,
-    GotJobs,
     Header,
+    JobIdBatch,
     Message,
     MessageType,
 )
@@ -101,10 +101,13 @@ def messages_of(kind: MessageType) -> st.SearchStrategy[Message]:
     return st.builds(lambda header, payload: cls(header, *payload), HEADERS, _payload(kind))
 
 
-# Conveyor's GOTJOB of several IDs, beside the one-ID GOTJOB of every type above.
-GOT_JOBS = st.builds(
-    GotJobs, HEADERS, st.lists(st.one_of(JOB_IDS, NAMES), min_size=2, max_size=5).map(tuple)
+# Conveyor's frames of several job-ID messages, beside the one-entry frames above.
+JOB_ID_BATCHES = st.builds(
+    JobIdBatch,
+    HEADERS,
+    st.sampled_from(sorted(JOB_ID_TYPES)),
+    st.lists(st.tuples(st.one_of(JOB_IDS, NAMES), uint(32)), min_size=2, max_size=5).map(tuple),
 )
 MESSAGES: st.SearchStrategy[Message] = st.one_of(
-    [*(messages_of(kind) for kind in MessageType), GOT_JOBS]
+    [*(messages_of(kind) for kind in MessageType), JOB_ID_BATCHES]
 )

@@ -15,9 +15,11 @@ from conveyor.cluster.messages import (
     MFLAG_NOREPLY,
     DelJob,
     GotJob,
-    GotJobs,
     Header,
+    JobIdBatch,
+    MessageType,
     ReplJob,
+    SetAck,
 )
 from conveyor.core.codec import JobRecord
 from tests.cluster.test_cluster_nodes import form, wait_for
@@ -73,7 +75,7 @@ def test_gotjobs_merge_and_other_messages_keep_their_place() -> None:
     ]
     out = coalesce(actions, takes_batches)
     assert out == [
-        Send(CONVEYOR, GotJobs(HEADER, (ids[0], ids[1]))),
+        Send(CONVEYOR, JobIdBatch(HEADER, MessageType.GOTJOB, ((ids[0], 0), (ids[1], 0)))),
         Send(CONVEYOR, DelJob(HEADER, ids[0])),
         Send(CONVEYOR, GotJob(HEADER, ids[2])),
         Connect(DISQUE, "127.0.0.1", 7712),
@@ -114,3 +116,16 @@ def test_pipelined_adds_travel_in_few_frames(
     assert sent < 200  # one REPLJOB per job and node would be 400 (PINGs are a few)
     for job_id in job_ids[::20]:
         assert holders(cluster, job_id) == 3
+
+
+def test_a_batch_keeps_each_entrys_aux_and_comes_back_one_by_one() -> None:
+    ids = [job(n).id for n in range(3)]
+    actions: list[Action] = [
+        Send(CONVEYOR, SetAck(HEADER, job_id, n)) for n, job_id in enumerate(ids)
+    ]
+    [merged] = coalesce(actions, takes_batches)
+    batch = merged.message  # type: ignore[union-attr]
+    assert batch == JobIdBatch(HEADER, MessageType.SETACK, tuple((i, n) for n, i in enumerate(ids)))
+    decoded = decode(encode(batch))
+    assert decoded == batch
+    assert decoded.messages() == [a.message for a in actions]  # type: ignore[union-attr]

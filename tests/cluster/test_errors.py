@@ -59,13 +59,10 @@ def test_helper_builds_what_the_codec_builds() -> None:
         (frame(3, bytes(39)), "FAIL must be 184 bytes, totlen is 183"),
         (frame(5, bytes(45)), "GOTJOB must be 188 bytes, totlen is 189"),
         (frame(11, bytes(44), count=1), "count 1 at offset 14 on DELJOB, must be 0"),
-        # Conveyor's GOTJOB of several IDs: count 2 or more, 44 bytes each, aux 0.
+        # Conveyor's frames of several job-ID entries: count 2 or more, 44 bytes each.
         (frame(5, bytes(44), count=1), "count 1 at offset 14 on GOTJOB, must be 0"),
         (frame(5, bytes(88 + 1), count=2), "GOTJOB with count 2 at offset 14 must be 232 bytes"),
-        (
-            frame(5, JOB_ID + bytes(4) + JOB_ID + struct.pack(">I", 7), count=2),
-            "GOTJOB of several IDs with a non-zero aux",
-        ),
+        (frame(8, bytes(88), count=3), "SETACK with count 3 at offset 14 must be 276 bytes"),
         (frame(4, bytes(4)), "REPLJOB totlen 148 is below its 152-byte minimum"),
         (
             frame(13, struct.pack(">II", 1, 10) + bytes(9)),
