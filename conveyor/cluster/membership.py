@@ -55,13 +55,12 @@ from conveyor.cluster.messages import (
     Ping,
     Pong,
 )
-from conveyor.cluster.nodes import ClusterNode, random_name
+from conveyor.cluster.nodes import ClusterNode, gossip_sample, random_name
 
 CRON_HZ = 10  # Disque's clusterCron runs at hz = 10
 BLACKLIST_TTL_MS = 60_000  # a forgotten node is not re-added from gossip for this long
 FAIL_REPORT_VALIDITY = 2  # failure reports last this many node timeouts
 _UNREACHABLE = NODE_MYSELF | NODE_HANDSHAKE | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
-_MASK32 = 0xFFFFFFFF
 
 
 class Membership:
@@ -213,43 +212,14 @@ class Membership:
         return header
 
     def _ping(self, node: ClusterNode, kind: type[Ping | Meet | Pong], now_ms: int) -> None:
-        message = kind(self.header(), self._gossip())
+        gossip = gossip_sample(list(self.nodes.values()), self.myself, self.rand)
+        message = kind(self.header(), gossip)
         if kind is not Pong:
             if kind is Ping:
                 node.ping_sent_ms = now_ms
             self.actions.append(Send(node.name, message))
         else:
             self.actions.append(Reply(message))
-
-    def _gossip(self) -> tuple[GossipEntry, ...]:
-        nodes = list(self.nodes.values())
-        fresh = len(nodes) - 2
-        wanted = min(max(3, len(nodes) // 10), fresh)
-        chosen: dict[bytes, GossipEntry] = {}
-        tries = wanted * 3
-        while fresh > 0 and len(chosen) < wanted and tries > 0:
-            tries -= 1
-            node = self.rand.choice(nodes)
-            if node is self.myself or node.name in chosen:
-                continue
-            if tries >= wanted * 2 and not node.flags & (NODE_PFAIL | NODE_FAIL):
-                continue  # the first third looks for failing nodes only
-            # Disque also skips nodes without a link, but its link exists while a connect
-            # is in flight (every 100 ms); ours waits out a backoff, and a node that is
-            # down must still be gossiped: that is how failure reports travel.
-            if node.flags & (NODE_HANDSHAKE | NODE_NOADDR):
-                fresh -= 1
-                continue
-            fresh -= 1
-            chosen[node.name] = GossipEntry(
-                node.name,
-                node.ping_sent_ms & _MASK32,
-                node.pong_received_ms & _MASK32,
-                node.ip.encode(),
-                node.port,
-                node.flags,
-            )
-        return tuple(chosen.values())
 
     def receive(
         self,

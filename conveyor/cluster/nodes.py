@@ -11,6 +11,7 @@ Pure data: no sockets, no clock (times are passed in, in unix ms).
 from __future__ import annotations
 
 import os
+import random
 import re
 from dataclasses import dataclass, field
 
@@ -22,10 +23,12 @@ from conveyor.cluster.messages import (
     NODE_MYSELF,
     NODE_NOADDR,
     NODE_PFAIL,
+    GossipEntry,
 )
 
 NAME_LEN = 40
 _NAME_RE = re.compile(rb"[0-9a-f]{40}")
+_MASK32 = 0xFFFFFFFF  # gossip times are the low 32 bits of unix ms
 
 # CLUSTER NODES flag words, in the order Disque writes them (representClusterNodeFlags).
 FLAG_WORDS: tuple[tuple[int, str], ...] = (
@@ -143,3 +146,37 @@ def parse_nodes_conf(text: str, now_ms: int) -> list[ClusterNode]:
     if myself != 1:
         raise NodesConfError(f"{myself} nodes flagged myself, 1 expected")
     return list(nodes.values())
+
+
+def gossip_sample(
+    nodes: list[ClusterNode], myself: ClusterNode, rand: random.Random
+) -> tuple[GossipEntry, ...]:
+    """The gossip section of a PING: about a tenth of the nodes (at least 3), failing
+    ones looked for first, as Disque's clusterSendPing picks them."""
+    fresh = len(nodes) - 2
+    wanted = min(max(3, len(nodes) // 10), fresh)
+    chosen: dict[bytes, GossipEntry] = {}
+    tries = wanted * 3
+    while fresh > 0 and len(chosen) < wanted and tries > 0:
+        tries -= 1
+        node = rand.choice(nodes)
+        if node is myself or node.name in chosen:
+            continue
+        if tries >= wanted * 2 and not node.flags & (NODE_PFAIL | NODE_FAIL):
+            continue  # the first third looks for failing nodes only
+        # Disque also skips nodes without a link, but its link exists while a connect
+        # is in flight (every 100 ms); ours waits out a backoff, and a node that is
+        # down must still be gossiped: that is how failure reports travel.
+        if node.flags & (NODE_HANDSHAKE | NODE_NOADDR):
+            fresh -= 1
+            continue
+        fresh -= 1
+        chosen[node.name] = GossipEntry(
+            node.name,
+            node.ping_sent_ms & _MASK32,
+            node.pong_received_ms & _MASK32,
+            node.ip.encode(),
+            node.port,
+            node.flags,
+        )
+    return tuple(chosen.values())
