@@ -20,6 +20,7 @@ _SUBCOMMANDS: dict[str, str] = {
     "web": "conveyor.web.cli:web",
     "worker": "conveyor.worker.cli:worker",
     "queue": "conveyor.worker.cli:queue",
+    "cluster": "conveyor.client.cluster_cli:cluster",
 }
 
 

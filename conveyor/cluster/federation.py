@@ -13,6 +13,8 @@ Disque's rules (queue.c), on Disque's wire messages, so mixed clusters keep work
   RETRY should the other node lose them; at-most-once jobs are deleted here.
 - YOURJOBS received: each job is queued here (a move, not a requeue), its sender noted
   as a source, and the queue's import counters updated.
+- A leaving node asks for nothing, and (beyond Disque, which waits to be asked) hands
+  its queued jobs to the other nodes from the cron.
 
 Driven by events rather than by the cron (beyond Disque): a client that blocks sends
 NEEDJOBS at once, not at the next tick; and a node asked for jobs remembers who asked
@@ -41,6 +43,7 @@ ADHOC_MIN_MS, ADHOC_MAX_MS = 25, 2000
 WANTED_TTL_MS = 70_000  # beyond the 30 s broadcast interval, twice
 MAX_WANTED = 10_000  # (queue, node) pairs remembered; the oldest go first
 _MAX_SHIFT = 10  # 2^10 x the minimum is past every cap
+HANDOVER_FRAMES = 10  # per cron tick while leaving: up to 10,000 jobs a second
 
 
 class Federation:
@@ -50,6 +53,7 @@ class Federation:
         # queue -> {node -> ms until which it wants jobs of that queue}
         self.wanted: OrderedDict[bytes, dict[bytes, int]] = OrderedDict()
         self.waiting: set[bytes] = set()  # queues with clients blocked here
+        self._turn = 0  # round robin over the targets of a hand-over
         core.wanted_queues = self.wanted
 
     # -- needing jobs -----------------------------------------------------------------------
@@ -66,7 +70,10 @@ class Federation:
             self._need(queue, now_ms, at_once=True)
 
     def tick(self, now_ms: int) -> None:
-        """The cron: keep asking for the queues clients still wait on; forget old wants."""
+        """The cron: keep asking for the queues clients still wait on; forget old wants;
+        while leaving, hand the queued jobs over."""
+        if self.core.leaving:
+            self._hand_over(now_ms)
         queues = self.core.queues
         for name in list(self.waiting):
             queue = queues.get(name)
@@ -148,6 +155,23 @@ class Federation:
             self._send_jobs(queue, node, queue.count, now_ms)
             return
         del self.wanted[queue.name]
+
+    def _hand_over(self, now_ms: int) -> None:
+        """A leaving node sends its queued jobs to the others, HANDOVER_FRAMES frames of
+        up to MAX_REQUEST jobs per tick: to nodes that asked for that queue first, else
+        to the reachable nodes in turn. Each keeps its copy here, active, until acked."""
+        targets = [node.name for node in self.membership.reachable()]
+        frames = 0
+        for queue in list(self.core.queues.values()):
+            if frames >= HANDOVER_FRAMES or not targets:
+                return
+            if not queue.count or queue.pause & PAUSE_OUT:
+                continue
+            wanting = [n for n in self.wanted.get(queue.name, ()) if n in targets]
+            self._turn = (self._turn + 1) % len(targets)
+            target = wanting[0] if wanting else targets[self._turn]
+            self._send_jobs(queue, target, MAX_REQUEST, now_ms)
+            frames += 1
 
     def _send_jobs(self, queue: JobQueue, node: bytes, count: int, now_ms: int) -> None:
         core = self.core

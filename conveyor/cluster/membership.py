@@ -162,11 +162,17 @@ class Membership:
         self._changed()
 
     def set_leaving(self, leaving: bool) -> None:
+        before = self.myself.flags
         if leaving:
             self.myself.flags |= NODE_LEAVING
         else:
             self.myself.flags &= ~NODE_LEAVING
         self._changed()
+        if self.myself.flags != before:
+            # Every header carries the flag; a PONG to all tells them now, not at the
+            # next PING, so their HELLO ranks this node 100 at once (Disque waits).
+            gossip = gossip_sample(list(self.nodes.values()), self.myself, self.rand)
+            self.broadcast(Pong(self.header(), gossip))
 
     def _delete(self, node: ClusterNode) -> None:
         del self.nodes[node.name]

@@ -1,0 +1,92 @@
+"""`conveyor cluster`: operator commands over a cluster's nodes (drain, status).
+
+Plain client commands (HELLO, CLUSTER, INFO, QSCAN, QLEN) on redis-py connections: this
+module holds no cluster logic of its own, so it works against C Disque nodes too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+import redis
+
+from conveyor.client._address import parse_address
+
+
+def _connect(address: str, password: str | None) -> redis.Redis:
+    try:
+        host, port = parse_address(address)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return redis.Redis(host=host, port=port, password=password, protocol=2, socket_timeout=10)
+
+
+def queued_jobs(client: redis.Redis) -> int:
+    """Jobs queued on the node: the lengths of all its queues."""
+    _, names = client.execute_command("QSCAN", "BUSYLOOP")
+    return sum(int(client.execute_command("QLEN", name)) for name in names)
+
+
+@click.group()
+def cluster() -> None:
+    """Operate a cluster: drain a node before it leaves, see every node at once."""
+
+
+@cluster.command()
+@click.argument("address")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait at most.")
+@click.option("-a", "--password", envvar="CONVEYOR_PASSWORD", help="AUTH password.")
+def drain(address: str, timeout: float, password: str | None) -> None:
+    """Set ADDRESS (host:port) leaving, then wait until it holds no queued job.
+
+    A leaving node takes no new jobs (they are replicated to other nodes), answers
+    GETJOB with -LEAVING so consumers move, and hands its queued jobs to the others.
+    Exit status 0 once it holds none, 1 at the timeout."""
+    try:
+        client = _connect(address, password)
+        client.execute_command("CLUSTER", "LEAVING", "yes")
+        deadline = time.monotonic() + timeout
+        last = -1
+        while True:
+            left = queued_jobs(client)
+            if left != last:
+                click.echo(f"{address}: {left:,} queued job(s) left")
+                last = left
+            if left == 0:
+                click.echo(f"{address} holds no queued job: it can be stopped.")
+                return
+            if time.monotonic() >= deadline:
+                raise click.ClickException(f"{address} still holds {left:,} queued job(s)")
+            time.sleep(0.2)
+    except redis.RedisError as exc:
+        raise click.ClickException(f"{address}: {exc}") from None
+
+
+@cluster.command()
+@click.argument("address")
+@click.option("-a", "--password", envvar="CONVEYOR_PASSWORD", help="AUTH password.")
+def status(address: str, password: str | None) -> None:
+    """Every node of ADDRESS's cluster: flags, jobs and queues held, priority."""
+    try:
+        client = _connect(address, password)
+        flags = _flags(client.execute_command("CLUSTER", "NODES").decode())
+        _, _, *nodes = client.execute_command("HELLO")
+    except redis.RedisError as exc:
+        raise click.ClickException(f"{address}: {exc}") from None
+    click.echo(f"{'node':42} {'address':22} {'flags':16} {'prio':>4} {'jobs':>10} {'queues':>7}")
+    for node_id, host, port, priority in nodes:
+        where = f"{host.decode()}:{int(port)}"
+        try:
+            info = _connect(where, password).info()
+            jobs, queues = f"{info['registered_jobs']:,}", f"{info['registered_queues']:,}"
+        except redis.RedisError as exc:
+            jobs, queues = f"({type(exc).__name__})", "-"
+        name = node_id.decode()
+        line = f"{name:42} {where:22} {flags.get(name, '?'):16} {int(priority):>4}"
+        click.echo(f"{line} {jobs:>10} {queues:>7}")
+
+
+def _flags(nodes_text: str) -> dict[str, str]:
+    """node ID -> its flags, from CLUSTER NODES."""
+    return {fields[0]: fields[2] for fields in (line.split() for line in nodes_text.splitlines())}

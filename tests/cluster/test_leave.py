@@ -1,0 +1,72 @@
+"""Graceful leave on real processes: a leaving node hands its queued jobs over, and
+`conveyor cluster drain` / `status` for operators."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.cluster.test_cluster_nodes import form, view, wait_for
+from tests.servers import NodeProcess
+
+
+def qlen(node: NodeProcess, queue: str = "q") -> int:
+    return int(node.client().execute_command("QLEN", queue))
+
+
+def conveyor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conveyor.cli", *args],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_a_leaving_node_hands_its_queued_jobs_to_the_others(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    form(tmp_path, cluster, 3)
+    leaving = cluster[0]
+    client = leaving.client()
+    ids = [client.execute_command("ADDJOB", "q", f"j{n}", "0", "REPLICATE", "1", "RETRY", "60")
+           for n in range(250)]  # fmt: skip
+    assert qlen(leaving) == 250
+    assert client.execute_command("CLUSTER", "LEAVING", "yes") == b"OK"
+    wait_for(lambda: qlen(leaving) == 0 and qlen(cluster[1]) + qlen(cluster[2]) == 250,
+             "250 queued jobs moved to the two other nodes")  # fmt: skip
+    # Nothing to give, and no blocking there (as Disque): consumers must move.
+    with pytest.raises(redis.ResponseError, match=r"^LEAVING"):
+        client.execute_command("GETJOB", "TIMEOUT", "100", "FROM", "q")
+    # Consumed and acked elsewhere, they leave the leaving node too (it kept a copy).
+    for node in cluster[1:]:
+        consumer = node.client()
+        jobs = consumer.execute_command("GETJOB", "NOHANG", "COUNT", "300", "FROM", "q") or []
+        if jobs:
+            consumer.execute_command("ACKJOB", *(job[1] for job in jobs))
+    wait_for(lambda: client.execute_command("JSCAN", "COUNT", "1000")[1] == [],
+             "the leaving node holds no job once they are acked")  # fmt: skip
+    assert len(set(ids)) == 250
+    # Every other node sees it leaving (gossip, header flags).
+    wait_for(lambda: view(cluster[1])[leaving.port] == "leaving", "the flag propagated")
+
+
+def test_drain_waits_until_no_queued_job_is_left(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    form(tmp_path, cluster, 2)
+    for n in range(20):
+        cluster[0].client().execute_command("ADDJOB", "q", f"j{n}", "0", "REPLICATE", "1")
+    drained = conveyor("cluster", "drain", f"127.0.0.1:{cluster[0].port}", "--timeout", "60")
+    print(drained.stdout)
+    assert drained.returncode == 0, drained.stderr
+    assert "holds no queued job" in drained.stdout
+    assert qlen(cluster[0]) == 0 and qlen(cluster[1]) == 20
+    status = conveyor("cluster", "status", f"127.0.0.1:{cluster[1].port}")
+    print(status.stdout)
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    assert len(lines) == 3  # the header and both nodes
+    assert any("leaving" in line and f":{cluster[0].port}" in line for line in lines)
+    bad = conveyor("cluster", "drain", "127.0.0.1:1", "--timeout", "1")
+    assert bad.returncode == 1 and "127.0.0.1:1" in bad.stderr
