@@ -25,6 +25,7 @@ from conveyor.cluster.messages import (
     JobIdBatch,
     Message,
     NeedJobs,
+    Pause,
     Queued,
     ReplJob,
     SetAck,
@@ -35,6 +36,7 @@ from conveyor.cluster.messages import (
 from conveyor.cluster.replication import Replication
 from conveyor.cluster.requeue import Requeue
 from conveyor.core.node import NodeCore
+from conveyor.core.queue import PAUSE_ALL
 
 
 class ClusterState:
@@ -82,6 +84,11 @@ class ClusterState:
             self.federation.receive_needjobs(message, now_ms)
         elif isinstance(message, YourJobs):
             self.federation.receive_yourjobs(message, now_ms)
+        elif isinstance(message, Pause):
+            # PAUSE ... BCAST on the sender: the same flags here (a queue is made only
+            # for flags to keep, as Disque does).
+            if message.pause_flags or message.qname in self.core.queues:
+                self.core.pause(message.qname, message.pause_flags & PAUSE_ALL, now_ms)
         else:
             return False
         return True

@@ -32,6 +32,7 @@ from conveyor.cluster.messages import (
     NODE_HANDSHAKE,
     Fail,
     Message,
+    Pause,
 )
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
 from conveyor.cluster.replication import EXTRA_TARGET_MS
@@ -354,6 +355,11 @@ class ClusterDriver:
         now = now_ms()
         for job_id in job_ids:
             self.replication.client_gone(job_id, now)
+        self._run_actions(None)
+
+    def broadcast_pause(self, queue: bytes, flags: int) -> None:
+        """PAUSE ... BCAST: the queue's pause flags to every node."""
+        self.membership.broadcast(Pause(self.membership.header(), queue, flags))
         self._run_actions(None)
 
     def forget(self, name: bytes) -> None:

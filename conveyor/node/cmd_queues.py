@@ -77,7 +77,7 @@ _PAUSE_OPTIONS = {b"in": PAUSE_IN, b"out": PAUSE_OUT, b"all": PAUSE_ALL}
 
 def pause(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     flags = PAUSE_NONE
-    changed = False
+    changed = broadcast = False
     for raw in args[2:]:
         option = raw.lower()
         if option in _PAUSE_OPTIONS:
@@ -86,10 +86,12 @@ def pause(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         elif option == b"none":
             flags = PAUSE_NONE
             changed = True
-        elif option in (b"state", b"bcast"):
-            # state only reads; bcast has nobody to tell on a single node.
-            pass
-        else:
+        elif option == b"bcast":
+            broadcast = True
+        elif option != b"state":  # state only reads
             raise CommandError(SYNTAX)
     result = server.core.pause(args[1], flags if changed else None, server.now)
+    if broadcast:
+        # Every other node takes the same flags (Disque sends them even unchanged).
+        server.cluster.broadcast_pause(args[1], result)
     return b"+%s\r\n" % PAUSE_NAMES[result]

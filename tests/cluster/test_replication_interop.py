@@ -107,3 +107,11 @@ def test_federation_across_kinds(tmp_path: Path, nodes: list[Node], kinds: str) 
     time.sleep(0.5)
     job_id = nodes[0].client().execute_command("ADDJOB", "q", "x", "0", "REPLICATE", "1")
     assert get.wait() == [[b"q", job_id, b"x"]]
+
+
+@pytest.mark.parametrize("kinds", ["CD", "DC"])
+def test_pause_bcast_across_kinds(tmp_path: Path, nodes: list[Node], kinds: str) -> None:
+    mixed(tmp_path, nodes, kinds)
+    nodes[0].client().execute_command("PAUSE", "q", "all", "bcast")
+    wait_for(lambda: nodes[1].client().execute_command("PAUSE", "q", "state") == b"all",
+             f"{kinds[0]}'s PAUSE BCAST reached {kinds[1]}")  # fmt: skip

@@ -1,5 +1,5 @@
-"""Graceful leave on real processes: a leaving node hands its queued jobs over, and
-`conveyor cluster drain` / `status` for operators."""
+"""Operating a cluster, on real processes: graceful leave (a leaving node hands its queued
+jobs over), `conveyor cluster drain` / `status`, and PAUSE ... BCAST."""
 
 from __future__ import annotations
 
@@ -70,3 +70,25 @@ def test_drain_waits_until_no_queued_job_is_left(
     assert any("leaving" in line and f":{cluster[0].port}" in line for line in lines)
     bad = conveyor("cluster", "drain", "127.0.0.1:1", "--timeout", "1")
     assert bad.returncode == 1 and "127.0.0.1:1" in bad.stderr
+
+
+def pause_state(node: NodeProcess, queue: str = "q") -> bytes:
+    return node.client().execute_command("PAUSE", queue, "state")
+
+
+def test_pause_bcast_reaches_every_node(tmp_path: Path, cluster: list[NodeProcess]) -> None:
+    form(tmp_path, cluster, 3)
+    assert cluster[0].client().execute_command("PAUSE", "q", "in", "bcast") == b"in"
+    wait_for(lambda: [pause_state(n) for n in cluster] == [b"in"] * 3, "paused in everywhere")
+    with pytest.raises(redis.ResponseError, match=r"^PAUSED"):
+        cluster[2].client().execute_command("ADDJOB", "q", "x", "0", "REPLICATE", "1")
+    # Without BCAST only the node asked changes.
+    assert cluster[1].client().execute_command("PAUSE", "q", "all") == b"all"
+    assert [pause_state(n) for n in cluster] == [b"in", b"all", b"in"]
+    assert cluster[1].client().execute_command("PAUSE", "q", "none", "bcast") == b"none"
+    wait_for(lambda: [pause_state(n) for n in cluster] == [b"none"] * 3, "resumed everywhere")
+    # Clearing flags does not make the queue on nodes that never had it (as Disque).
+    cluster[0].client().execute_command("PAUSE", "other", "none", "bcast")
+    cluster[0].client().execute_command("PAUSE", "q", "out", "bcast")  # arrives after it
+    wait_for(lambda: pause_state(cluster[2]) == b"out", "the second broadcast arrived")
+    assert cluster[2].client().execute_command("QSCAN", "BUSYLOOP")[1] == [b"q"]
