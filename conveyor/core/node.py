@@ -108,11 +108,16 @@ class NodeCore(Engine):
         return waiter
 
     # -- memory -----------------------------------------------------------------------------
-    def set_memory_limit(self, maxmemory: int, policy: str, baseline_bytes: int) -> None:
+    def set_memory_limit(
+        self, maxmemory: int, policy: str, baseline_bytes: int, now_ms: int = 0
+    ) -> None:
+        was_warning = self.memory_warning()
         self.maxmemory = maxmemory
         self.maxmemory_policy = policy
         self.baseline_bytes = baseline_bytes
         self._update_oom_guard()
+        if self.memory_warning() > was_warning:
+            self.collect_queues_sooner(now_ms)
 
     def set_client_memory(self, client_bytes: int) -> None:
         """What the clients' buffers hold now: part of used memory and of the limit."""

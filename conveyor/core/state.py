@@ -145,6 +145,10 @@ class CoreState:
     def _jitter(self) -> int:
         return int(self._rand.random() * 2 * JITTER_MS) - JITTER_MS
 
+    def memory_warning(self) -> int:
+        """Disque's memory warning level (NodeCore knows the limit; none here)."""
+        return 0
+
     def memory_estimate(self) -> int:
         return self.jobs_bytes + len(self.queues) * QUEUE_OVERHEAD_BYTES
 

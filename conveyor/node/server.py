@@ -146,7 +146,10 @@ class Server(ClientBuffers, JobEventConsumers):
 
     def _update_memory_limit(self) -> None:
         self.core.set_memory_limit(
-            self.config["maxmemory"], self.config["maxmemory-policy"], self.baseline_memory
+            self.config["maxmemory"],
+            self.config["maxmemory-policy"],
+            self.baseline_memory,
+            now_ms(),
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

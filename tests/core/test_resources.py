@@ -101,3 +101,31 @@ def test_getjob_on_a_leaving_node_creates_no_queue() -> None:
     assert b"never-made" not in core.queues
     assert core.get_job(GetJobArgs([b"never-made"], 1, 0, nohang=True), object(), T0) == []
     assert b"never-made" not in core.queues
+
+
+def test_idle_queues_go_sooner_under_memory_pressure() -> None:
+    """Disque's queue GC: 300 s idle normally, 10 s above 75 % of maxmemory, 2 s above
+    95 % (queues made before the pressure are collected at the shorter time too)."""
+    core = NodeCore("c" * 40, b"seed", random.Random(2))  # the default 300 s
+    for n in range(100):
+        assert core.get_jobs([b"q%d" % n], 1, T0) == []  # GETJOB makes an empty queue
+    assert len(core.queues) == 100
+    baseline = 30 << 20  # a node's own RSS dwarfs 100 queues, as in a real process
+    core.set_memory_limit(0, "acks", baseline, T0)
+    used = core.used_memory()
+    core.set_memory_limit(used * 100 // 85, "acks", baseline, T0)  # 85 %: level 1
+    assert core.memory_warning() == 1
+    run_until(core, T0 + 9_000)
+    assert len(core.queues) == 100
+    run_until(core, T0 + 10_000)
+    assert len(core.queues) == 0
+    for n in range(10):
+        core.get_jobs([b"r%d" % n], 1, T0 + 10_000)
+    core.set_memory_limit(used * 100 // 99, "acks", baseline, T0 + 10_000)
+    assert core.memory_warning() == 2
+    run_until(core, T0 + 12_000)
+    assert len(core.queues) == 0
+    core.set_memory_limit(0, "acks", baseline, T0 + 12_000)
+    core.get_jobs([b"s"], 1, T0 + 12_000)
+    run_until(core, T0 + 100_000)
+    assert b"s" in core.queues  # no pressure: 300 s again
