@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from typing import Any, Self
 
 from redis.maint_notifications import MaintNotificationsConfig
 
-from conveyor.client import _parse
+from conveyor.client import _parse, _routing
 from conveyor.client._address import (
     Address,
     NodeSpec,
@@ -17,7 +18,7 @@ from conveyor.client._address import (
     parse_url,
 )
 from conveyor.client.errors import ConnectionError, ReplyError
-from conveyor.client.job import Hello, NodeInfo
+from conveyor.client.job import Hello, Job, NodeInfo
 
 
 class BaseClient:
@@ -31,9 +32,17 @@ class BaseClient:
         socket_timeout: float | None = 10.0,
         socket_connect_timeout: float | None = None,
         max_connections: int | None = None,
+        follow_jobs: bool = True,
         **redis_options: Any,
     ) -> None:
-        self._configured: list[Address] = parse_nodes(nodes)
+        self._rand = random.Random()
+        # First contact in random order: clients spread, and a dead first entry does
+        # not cost each of them a timeout (_routing.py).
+        self._configured: list[Address] = _routing.shuffled(parse_nodes(nodes), self._rand)
+        self._follow_jobs = follow_jobs  # a consumer moves to where its jobs come from
+        self._sources = _routing.JobSources()
+        self._prefer: Address | None = None  # where to connect next (a move)
+        self._avoid: set[Address] = set()  # answered -LEAVING: tried last
         self._password = password
         self._socket_timeout = socket_timeout
         self._socket_connect_timeout = (
@@ -85,9 +94,12 @@ class BaseClient:
         return [format_address(address) for address in self._configured]
 
     def _candidates(self) -> list[Address]:
-        """Where to connect: the current node, the configured ones in order, then the
-        nodes HELLO reported, healthiest first."""
+        """Where to connect: a node to move to, the current node, the configured ones
+        (shuffled), then the nodes HELLO reported, healthiest first; nodes that answered
+        -LEAVING last."""
         order: list[Address] = []
+        if self._prefer is not None:
+            order.append(self._prefer)
         if self._address is not None:
             order.append(self._address)
         order += self._configured
@@ -98,7 +110,15 @@ class BaseClient:
         for address in order:
             if address not in unique:
                 unique.append(address)
-        return unique
+        avoided = [address for address in unique if address in self._avoid]
+        return [address for address in unique if address not in self._avoid] + avoided
+
+    def _moved(self, jobs: list[Job]) -> Address | None:
+        """After a GETJOB: where this consumer should move, if most of its jobs come
+        from one other node (and following them is on)."""
+        if not self._follow_jobs or not jobs:
+            return None
+        return self._sources.observe((job.id for job in jobs), self._hello)
 
     def _redis_kwargs(self, address: Address) -> dict[str, Any]:
         host, port = address

@@ -44,14 +44,14 @@ def _int(reply: Any) -> int:
     return int(reply)
 
 
-def _job_id(ref: JobRef) -> str:
+def job_id_of(ref: JobRef) -> str:
     if isinstance(ref, Job):
         return ref.id
     return _parse.text(ref)
 
 
 def _ids(refs: Iterable[JobRef]) -> list[str]:
-    return [_job_id(ref) for ref in refs]
+    return [job_id_of(ref) for ref in refs]
 
 
 def _queues(queues: str | bytes | Sequence[str | bytes]) -> list[str | bytes]:
@@ -152,11 +152,11 @@ def nack(refs: Iterable[JobRef], delay: int | None = None) -> Call[int]:
 
 
 def working(ref: JobRef) -> Call[int]:
-    return Call(("WORKING", _job_id(ref)), _int)
+    return Call(("WORKING", job_id_of(ref)), _int)
 
 
 def show(ref: JobRef) -> Call[dict[str, Any] | None]:
-    return Call(("SHOW", _job_id(ref)), _parse.show)
+    return Call(("SHOW", job_id_of(ref)), _parse.show)
 
 
 def qlen(queue: str | bytes) -> Call[int]:

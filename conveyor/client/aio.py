@@ -18,7 +18,7 @@ import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from conveyor.client import _batch
+from conveyor.client import _batch, _routing
 from conveyor.client import _commands as cmd
 from conveyor.client._address import Address, format_address
 from conveyor.client._base import BaseClient
@@ -26,6 +26,7 @@ from conveyor.client._commands import Body, Call, JobRef
 from conveyor.client.errors import (
     ConnectionError,
     ConveyorError,
+    LeavingError,
     ReplyError,
     TimeoutError,
     error_from_redis,
@@ -48,6 +49,8 @@ class AsyncClient(BaseClient):
     def _init_io(self) -> None:
         self._redis: redis.asyncio.Redis | None = None
         self._lock = asyncio.Lock()
+        # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).
+        self._peers: dict[Address, redis.asyncio.Redis] = {}
 
     # -- connection ------------------------------------------------------------------------
     async def get_redis(self) -> redis.asyncio.Redis:
@@ -86,10 +89,45 @@ class AsyncClient(BaseClient):
                 failures.append(str(exc))
                 last = exc
                 continue
-            self._address = address
-            self._hello = reply
+            better = _routing.better_node(reply, address)
+            if better is not None:
+                try:
+                    client, reply, address = (*await self._hello_on(better), better)
+                except ConnectionError:
+                    pass  # the one that answered will do
+            self._address, self._hello, self._prefer = address, reply, None
             return client
         raise self._unreachable(failures, last)
+
+    async def _move(self, to: Address | None) -> None:
+        """Leave the current node: for `to`, or (None) for any other, this one last."""
+        client, self._redis = self._redis, None
+        if to is None and self._address is not None:
+            self._avoid.add(self._address)
+        self._prefer = to
+        if client is not None:
+            await client.aclose()
+
+    async def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
+        """A command about jobs, sent to the node that made them (see `Client`)."""
+        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        if target is None:
+            return await self._run(call)
+        peer = self._peers.get(target)
+        if peer is None:
+            peer = self._peers[target] = self._new_redis(target)
+        try:
+            return await self._exchange(peer, call, target)
+        except ConnectionError:
+            self._peers.pop(target, None)
+            await peer.aclose()
+            return await self._run(call)
+
+    async def _run_write(self, call: Call[T]) -> T:
+        try:
+            return await self._run(call)
+        except ConnectionError as exc:
+            raise _routing.maybe_added(exc) from exc
 
     async def _hello_on(self, address: Address) -> tuple[redis.asyncio.Redis, Hello]:
         """A redis-py client on `address` and the node's HELLO; in RESP2 if the node
@@ -217,8 +255,10 @@ class AsyncClient(BaseClient):
         """Close every connection. The client cannot be used afterwards."""
         self._closed = True
         client, self._redis = self._redis, None
-        if client is not None:
-            await client.aclose()
+        peers, self._peers = list(self._peers.values()), {}
+        for other in [client, *peers]:
+            if other is not None:
+                await other.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -246,7 +286,7 @@ class AsyncClient(BaseClient):
         timeout_ms: int = 0,
     ) -> str:
         """ADDJOB; returns the new job's ID (see `Client.add_job`)."""
-        return await self._run(
+        return await self._run_write(
             cmd.add_job(
                 queue,
                 body,
@@ -299,7 +339,16 @@ class AsyncClient(BaseClient):
         with_counters: bool = False,
     ) -> list[Job]:
         """GETJOB (see `Client.get_jobs`). Cancelling the task closes its connection."""
-        return await self._run(cmd.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+        call = cmd.get_jobs(queues, count, timeout_ms, nohang, with_counters)
+        try:
+            jobs = await self._run(call)
+        except LeavingError:
+            await self._move(None)
+            jobs = await self._run(call)
+        target = self._moved(jobs)
+        if target is not None:
+            await self._move(target)
+        return jobs
 
     async def get_job(
         self,
@@ -312,16 +361,16 @@ class AsyncClient(BaseClient):
         return jobs[0] if jobs else None
 
     async def ack(self, *jobs: JobRef) -> int:
-        return await self._run(cmd.ids_command("ACKJOB", jobs))
+        return await self._run_routed(cmd.ids_command("ACKJOB", jobs), jobs)
 
     async def fast_ack(self, *jobs: JobRef) -> int:
-        return await self._run(cmd.ids_command("FASTACK", jobs))
+        return await self._run_routed(cmd.ids_command("FASTACK", jobs), jobs)
 
     async def nack(self, *jobs: JobRef, delay: int | None = None) -> int:
-        return await self._run(cmd.nack(jobs, delay))
+        return await self._run_routed(cmd.nack(jobs, delay), jobs)
 
     async def working(self, job: JobRef) -> int:
-        return await self._run(cmd.working(job))
+        return await self._run_routed(cmd.working(job), (job,))
 
     async def enqueue(self, *jobs: JobRef) -> int:
         return await self._run(cmd.ids_command("ENQUEUE", jobs))
@@ -333,7 +382,7 @@ class AsyncClient(BaseClient):
         return await self._run(cmd.ids_command("DELJOB", jobs))
 
     async def show(self, job: JobRef) -> dict[str, Any] | None:
-        return await self._run(cmd.show(job))
+        return await self._run_routed(cmd.show(job), (job,))
 
     async def scan_jobs(
         self,

@@ -1,10 +1,12 @@
 """`Client`: the blocking Conveyor/Disque client, on redis-py's `redis.Redis`.
 
 Discovery: the first command connects to the first reachable node of the list given to
-the constructor and asks it HELLO; the nodes HELLO reports are remembered. When the
-connection fails, the command raises `ConnectionError` (commands are never retried on
-their own: ADDJOB twice is two jobs) and the next command connects again, trying the
-current node, the configured ones, then the discovered ones.
+the constructor (in random order) and asks it HELLO; the nodes HELLO reports are
+remembered, and a better-ranked one is preferred. When the connection fails, the command
+raises `ConnectionError` (commands are never retried on their own: ADDJOB twice is two
+jobs) and the next command connects again, trying the current node, the configured
+ones, then the discovered ones. ACKJOB, FASTACK, NACK, WORKING and SHOW go to the node
+that made the job; a -LEAVING node is left; consumers follow their jobs (_routing.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from conveyor.client import _batch
+from conveyor.client import _batch, _routing
 from conveyor.client import _commands as cmd
 from conveyor.client._address import Address, format_address
 from conveyor.client._base import BaseClient
@@ -26,6 +28,7 @@ from conveyor.client._commands import Body, Call, JobRef
 from conveyor.client.errors import (
     ConnectionError,
     ConveyorError,
+    LeavingError,
     ReplyError,
     error_from_redis,
     reply_error_from_redis,
@@ -47,6 +50,8 @@ class Client(BaseClient):
     def _init_io(self) -> None:
         self._redis: redis.Redis | None = None
         self._lock = threading.RLock()
+        # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).
+        self._peers: dict[Address, redis.Redis] = {}
 
     # -- connection ------------------------------------------------------------------------
     @property
@@ -86,10 +91,43 @@ class Client(BaseClient):
                 failures.append(str(exc))
                 last = exc
                 continue
-            self._address = address
-            self._hello = reply
+            better = _routing.better_node(reply, address)
+            if better is not None:
+                try:
+                    client, reply, address = (*self._hello_on(better), better)
+                except ConnectionError:
+                    pass  # the one that answered will do
+            self._address, self._hello, self._prefer = address, reply, None
             return client
         raise self._unreachable(failures, last)
+
+    def _move(self, to: Address | None) -> None:
+        """Leave the current node: for `to`, or (None) for any other, this one last."""
+        with self._lock:
+            client, self._redis = self._redis, None
+            if to is None and self._address is not None:
+                self._avoid.add(self._address)
+            self._prefer = to
+        if client is not None:
+            client.close()
+
+    def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
+        """A command about jobs, sent to the node that made them when HELLO listed it
+        (safe to send again where the client is if that node cannot be reached)."""
+        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        if target is None:
+            return self._run(call)
+        with self._lock:
+            peer = self._peers.get(target)
+            if peer is None:
+                peer = self._peers[target] = self._new_redis(target)
+        try:
+            return self._exchange(peer, call, target)
+        except ConnectionError:
+            with self._lock:
+                self._peers.pop(target, None)
+            peer.close()
+            return self._run(call)
 
     def _hello_on(self, address: Address) -> tuple[redis.Redis, Hello]:
         """A redis-py client on `address` and the node's HELLO; in RESP2 if the node
@@ -137,6 +175,12 @@ class Client(BaseClient):
         except ConnectionError:
             self._drop(client)
             raise
+
+    def _run_write(self, call: Call[T]) -> T:
+        try:
+            return self._run(call)
+        except ConnectionError as exc:
+            raise _routing.maybe_added(exc) from exc
 
     def _exchange_batch(
         self, client: redis.Redis, batch: _batch.AddJobsBatch, address: Address
@@ -191,8 +235,10 @@ class Client(BaseClient):
         with self._lock:
             self._closed = True
             client, self._redis = self._redis, None
-        if client is not None:
-            client.close()
+            peers, self._peers = list(self._peers.values()), {}
+        for other in [client, *peers]:
+            if other is not None:
+                other.close()
 
     def __enter__(self) -> Self:
         return self
@@ -220,8 +266,11 @@ class Client(BaseClient):
         timeout_ms: int = 0,
     ) -> str:
         """ADDJOB; returns the new job's ID. Times are in seconds except `timeout_ms`,
-        how long to wait for synchronous replication (0: as long as the node wants)."""
-        return self._run(
+        how long to wait for synchronous replication (0: as long as the node wants).
+
+        A connection lost or timed out before the reply raises `ConnectionError` saying
+        the job may or may not have been added: it is never sent again on its own."""
+        return self._run_write(
             cmd.add_job(
                 queue,
                 body,
@@ -279,8 +328,20 @@ class Client(BaseClient):
         with_counters: bool = False,
     ) -> list[Job]:
         """GETJOB: up to `count` jobs from `queues`. Blocks until a job arrives, for at
-        most `timeout_ms` (None or 0: forever) unless `nohang`; [] when nothing came."""
-        return self._run(cmd.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+        most `timeout_ms` (None or 0: forever) unless `nohang`; [] when nothing came.
+
+        A node that answers -LEAVING is left for another, and the GETJOB sent there;
+        a consumer whose jobs mostly come from another node moves to it (`follow_jobs`)."""
+        call = cmd.get_jobs(queues, count, timeout_ms, nohang, with_counters)
+        try:
+            jobs = self._run(call)
+        except LeavingError:
+            self._move(None)
+            jobs = self._run(call)
+        target = self._moved(jobs)
+        if target is not None:
+            self._move(target)
+        return jobs
 
     def get_job(
         self,
@@ -295,19 +356,19 @@ class Client(BaseClient):
 
     def ack(self, *jobs: JobRef) -> int:
         """ACKJOB; the number of jobs that were known and not yet acknowledged."""
-        return self._run(cmd.ids_command("ACKJOB", jobs))
+        return self._run_routed(cmd.ids_command("ACKJOB", jobs), jobs)
 
     def fast_ack(self, *jobs: JobRef) -> int:
         """FASTACK; the number of jobs deleted on this node."""
-        return self._run(cmd.ids_command("FASTACK", jobs))
+        return self._run_routed(cmd.ids_command("FASTACK", jobs), jobs)
 
     def nack(self, *jobs: JobRef, delay: int | None = None) -> int:
         """NACK (put back now, or after `delay` seconds; counts a nack)."""
-        return self._run(cmd.nack(jobs, delay))
+        return self._run_routed(cmd.nack(jobs, delay), jobs)
 
     def working(self, job: JobRef) -> int:
         """WORKING: postpone the next delivery; returns the job's RETRY in seconds."""
-        return self._run(cmd.working(job))
+        return self._run_routed(cmd.working(job), (job,))
 
     def enqueue(self, *jobs: JobRef) -> int:
         """ENQUEUE: put active jobs back in their queue."""
@@ -323,7 +384,7 @@ class Client(BaseClient):
 
     def show(self, job: JobRef) -> dict[str, Any] | None:
         """SHOW as a dict (Disque's field names); None for an unknown job."""
-        return self._run(cmd.show(job))
+        return self._run_routed(cmd.show(job), (job,))
 
     def scan_jobs(
         self,

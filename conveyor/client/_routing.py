@@ -1,0 +1,102 @@
+"""Which node to talk to (seed 000's client section), shared by `Client` and `AsyncClient`.
+
+No I/O: the twins ask these questions and do the connecting.
+- First contact: the configured nodes in random order (clients spread over the cluster,
+  and a dead first entry does not cost every client a timeout), then HELLO; if HELLO
+  ranks another node better than the one answering (priority 1 against 5, 10 or 100),
+  the client moves there.
+- A job ID names the node that made it (`D-<first 8 hex of its ID>-...`): ACKJOB, NACK,
+  WORKING and SHOW go to that node when HELLO listed it, where the job is known for sure.
+- A consumer whose jobs mostly come from one other node (federation moved them) moves to
+  that node: MOVE_AFTER jobs seen, MOVE_SHARE of them from there.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable
+
+from conveyor.client._address import Address
+from conveyor.client.errors import ConnectionError
+from conveyor.client.job import Hello, NodeInfo
+
+MOVE_AFTER = 64  # jobs counted before a consumer considers moving
+MOVE_SHARE = 0.75  # share of them made by one other node that makes it move
+
+
+def maybe_added(exc: ConnectionError) -> ConnectionError:
+    """An ADDJOB whose reply never came: it is never sent again, and the error says
+    the job may exist (a timeout after the node added it) or not."""
+    text = f"{exc} (the ADDJOB may or may not have been added: it is not sent again)"
+    error = type(exc)(text)
+    error.address = exc.address
+    return error
+
+
+def shuffled(addresses: list[Address], rand: random.Random) -> list[Address]:
+    order = list(addresses)
+    rand.shuffle(order)
+    return order
+
+
+def better_node(hello: Hello, connected: Address) -> Address | None:
+    """A node HELLO ranks better than the one answering it, or None."""
+    mine = next((n for n in hello.nodes if n.id == hello.node_id), None)
+    best = min(hello.nodes, key=lambda n: n.priority, default=None)
+    if best is None or mine is None or best.priority >= mine.priority:
+        return None
+    address = (best.host, best.port)
+    return None if address == connected else address
+
+
+def owner_of(job_id: str, hello: Hello | None) -> NodeInfo | None:
+    """The node that made the job, if HELLO listed it (by the ID's 8-hex prefix)."""
+    if hello is None or len(job_id) != 40 or not job_id.startswith("D-"):
+        return None
+    prefix = job_id[2:10]
+    for node in hello.nodes:
+        if node.id.startswith(prefix) and node.priority < 100:
+            return node
+    return None
+
+
+def route(job_ids: Iterable[str], hello: Hello | None) -> Address | None:
+    """The one node every job of a command belongs to, when it is not the one connected
+    (None: send it where the client is)."""
+    owners = {owner_of(job_id, hello) for job_id in job_ids}
+    if len(owners) != 1:
+        return None
+    [owner] = owners
+    if owner is None or hello is None or owner.id == hello.node_id:
+        return None
+    return (owner.host, owner.port)
+
+
+class JobSources:
+    """Counts who made the jobs a consumer receives; says when to move."""
+
+    def __init__(self) -> None:
+        self.prefixes: Counter[str] = Counter()
+        self.seen = 0
+
+    def reset(self) -> None:
+        self.prefixes.clear()
+        self.seen = 0
+
+    def observe(self, job_ids: Iterable[str], hello: Hello | None) -> Address | None:
+        """Count these jobs; the address to move to once one other node made most."""
+        for job_id in job_ids:
+            self.prefixes[job_id[2:10]] += 1
+            self.seen += 1
+        if self.seen < MOVE_AFTER or hello is None:
+            return None
+        prefix, count = self.prefixes.most_common(1)[0]
+        seen = self.seen
+        self.reset()  # the next decision looks at the next jobs only
+        if count < MOVE_SHARE * seen or hello.node_id.startswith(prefix):
+            return None
+        owner = next((n for n in hello.nodes if n.id.startswith(prefix)), None)
+        if owner is None or owner.priority > 1:
+            return None
+        return (owner.host, owner.port)
