@@ -177,6 +177,9 @@ DIRECTIVES: dict[str, Directive] = {
         _d("aof-load-truncated", "bool", True, True),
         _d("aof-enqueue-jobs-once", "bool", False, True),
         _d("requirepass", "string", "", True),
+        # Redis' guard: with no password and a bind beyond loopback, only clients from
+        # 127.0.0.1 / ::1 / the Unix socket are served (server.py, docs/security.md).
+        _d("protected-mode", "bool", True, True),
         _d("pidfile", "string", ""),
         _d("rename-command", "string", "", multi=True),
         _d("cluster-config-file", "string", "nodes.conf"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 import os
 import random
@@ -254,15 +255,29 @@ class Server(ClientBuffers, JobEventConsumers):
 
     # -- clients -----------------------------------------------------------------------------
     def client_connected(self, conn: Connection) -> None:
+        refusal = None
         if len(self.clients) >= self.config["maxclients"]:
+            refusal = "ERR max number of clients reached"
+        elif self._protected() and not _is_local_client(conn):
+            refusal = PROTECTED_MODE_DENIED
+        if refusal is not None:
             self.stats.rejected_connections += 1
-            conn.write(error("ERR max number of clients reached"))
+            conn.write(error(refusal))
             conn.close()
             return
         self._next_client_id += 1
         conn.id = self._next_client_id
         self.clients[conn.id] = conn
         self.stats.connections_received += 1
+
+    def _protected(self) -> bool:
+        """Protected mode bites: on, no password, and listening beyond loopback."""
+        config = self.config
+        return (
+            config["protected-mode"]
+            and not config["requirepass"]
+            and any(not _is_loopback_bind(address) for address in config["bind"].split())
+        )
 
     def client_disconnected(self, conn: Connection) -> None:
         self.clients.pop(conn.id, None)
@@ -431,3 +446,26 @@ def configure_logging(config: Config) -> None:
             )
         )
         root.addHandler(handler)
+
+
+PROTECTED_MODE_DENIED = (
+    "DENIED Conveyor is running in protected mode because protected mode is enabled, no "
+    "password is set and it listens beyond the loopback interface. In this mode "
+    "connections are only accepted from the loopback interface. To accept others, set "
+    "a password (CONFIG SET requirepass ...), bind to loopback addresses only, or turn "
+    "protected mode off (CONFIG SET protected-mode no) from the loopback interface."
+)
+
+
+def _is_loopback_bind(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.lstrip("-")).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def _is_local_client(conn: Connection) -> bool:
+    # Redis' rule: from exactly 127.0.0.1 or ::1, or through the Unix socket.
+    transport = conn.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return not isinstance(peer, tuple) or peer[0] in ("127.0.0.1", "::1")
