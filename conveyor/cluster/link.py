@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol, cast
 
 from .codec import FrameReader, decode, encode
+from .framing import seal
 from .layout import BusProtocolError
 from .messages import PROTO_VER, Message
 
@@ -67,6 +68,7 @@ class BusLink(asyncio.Protocol):
         attempt: int = 0,
         max_frame: int,
         max_send_buffer: int,
+        mac_key: bytes | None = None,
     ) -> None:
         BusLink._next_id += 1
         self.id = BusLink._next_id
@@ -86,7 +88,8 @@ class BusLink(asyncio.Protocol):
         self.close_reason: str | None = None
         self._owner = owner
         self._max_send_buffer = max_send_buffer
-        self._reader = FrameReader(max_frame)
+        self._reader = FrameReader(max_frame, mac_key)
+        self._mac_key = mac_key  # cluster-password: every frame sealed (framing.seal)
         self._stream_offset = 0  # of the next frame the reader will split off
         self._transport: asyncio.Transport | None = None
         self._out: list[bytes] = []
@@ -128,6 +131,8 @@ class BusLink(asyncio.Protocol):
         """Queue one already-encoded frame (a broadcast encodes once, writes many)."""
         if self.closed or self._transport is None:
             return False
+        if self._mac_key is not None:
+            frame = seal(frame, self._mac_key)
         held = self.send_buffer
         # A peer that stopped reading would make the buffer grow without end. A frame that
         # alone exceeds the limit still goes out on an idle link (large REPLJOB bodies).

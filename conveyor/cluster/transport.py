@@ -135,6 +135,7 @@ class BusTransport:
         max_frame: int = DEFAULT_MAX_FRAME,
         max_send_buffer: int = DEFAULT_MAX_SEND_BUFFER,
         max_inbound: int = DEFAULT_MAX_INBOUND,
+        mac_key: bytes | None = None,
         backoff: Backoff | None = None,
         connect_timeout: float = 5.0,
         rng: random.Random | None = None,
@@ -143,6 +144,7 @@ class BusTransport:
         self.max_frame = max_frame
         self.max_send_buffer = max_send_buffer
         self.max_inbound = max_inbound
+        self.mac_key = mac_key  # cluster-password: frames sealed both ways (framing.py)
         self.backoff = backoff or Backoff()
         self.connect_timeout = connect_timeout
         self.rng = rng or random.Random()
@@ -308,6 +310,7 @@ class BusTransport:
             attempt=attempt,
             max_frame=self.max_frame,
             max_send_buffer=self.max_send_buffer,
+            mac_key=self.mac_key,
         )
 
     def _link_made(self, link: BusLink) -> None:

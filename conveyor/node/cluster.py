@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.cluster.actions import Action, Connect, Drop, Move, Rename, Reply, ResetLink, Send
+from conveyor.cluster.framing import mac_key
 from conveyor.cluster.membership import CRON_HZ, Membership
 from conveyor.cluster.messages import (
     GOSSIP_CLASSES,
@@ -100,12 +101,14 @@ class ClusterDriver:
     async def _listen(self, bus_port: int) -> bool:
         """Open the bus; False (and `bus_error` says why) when the port is in use."""
         host = (self.server.config["bind"].split() or ["127.0.0.1"])[0]
+        password = self.server.config["cluster-password"]
         bus = BusTransport(
             bus_port,
             self._on_message,
             host=host,
             on_link_up=self._on_link_up,
             on_link_down=self._on_link_down,
+            mac_key=mac_key(password) if password else None,
         )
         try:
             await bus.start()

@@ -184,6 +184,9 @@ DIRECTIVES: dict[str, Directive] = {
         _d("rename-command", "string", "", multi=True),
         _d("cluster-config-file", "string", "nodes.conf"),
         _d("cluster-node-timeout", "int", 15000, True, minimum=1),
+        # Beyond Disque: every bus frame carries an HMAC under this password; nodes
+        # without it cannot join. "" = off (mixed clusters with C Disque need it off).
+        _d("cluster-password", "string", ""),
         _d("slowlog-log-slower-than", "int", 10000, True),
         _d("slowlog-max-len", "int", 128, True, minimum=0),
         _d("latency-monitor-threshold", "int", 0, True, minimum=0),
