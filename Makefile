@@ -7,7 +7,7 @@ PORT      ?= 7711
 WEB_PORT  ?= 3333
 DATA      ?= ./data
 # Debian packages the test suite, the benchmarks and the Spark example drive for real.
-DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium prometheus
+DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium prometheus openssl
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
 .PHONY: run test bench bench-pressure bench-spark lint sysdeps venv clean
@@ -28,6 +28,7 @@ sysdeps:
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; \

@@ -126,6 +126,7 @@ class OutboundPeer:
                     host,
                     port,
                     local_addr=self._bus._source_address(),
+                    ssl=self._bus.tls_connect,
                 )
         except (OSError, TimeoutError) as exc:
             self._failed(attempt, f"{type(exc).__name__}: {exc}")

@@ -77,6 +77,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -136,6 +137,7 @@ class BusTransport:
         max_send_buffer: int = DEFAULT_MAX_SEND_BUFFER,
         max_inbound: int = DEFAULT_MAX_INBOUND,
         mac_key: bytes | None = None,
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
         backoff: Backoff | None = None,
         connect_timeout: float = 5.0,
         rng: random.Random | None = None,
@@ -145,6 +147,8 @@ class BusTransport:
         self.max_send_buffer = max_send_buffer
         self.max_inbound = max_inbound
         self.mac_key = mac_key  # cluster-password: frames sealed both ways (framing.py)
+        # tls-cluster: (listening, connecting) contexts; every link is TLS both ways.
+        self.tls_listen, self.tls_connect = tls if tls is not None else (None, None)
         self.backoff = backoff or Backoff()
         self.connect_timeout = connect_timeout
         self.rng = rng or random.Random()
@@ -166,7 +170,12 @@ class BusTransport:
         """Listen on (host, port); port 0 picks a free one (see `port`)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: self._new_link(None), self.host, self._port, reuse_address=True, backlog=511
+            lambda: self._new_link(None),
+            self.host,
+            self._port,
+            reuse_address=True,
+            backlog=511,
+            ssl=self.tls_listen,
         )
         self._port = self._server.sockets[0].getsockname()[1]
 

@@ -109,6 +109,7 @@ class ClusterDriver:
             on_link_up=self._on_link_up,
             on_link_down=self._on_link_down,
             mac_key=mac_key(password) if password else None,
+            tls=self.server.bus_tls,
         )
         try:
             await bus.start()

@@ -177,6 +177,13 @@ DIRECTIVES: dict[str, Directive] = {
         _d("aof-load-truncated", "bool", True, True),
         _d("aof-enqueue-jobs-once", "bool", False, True),
         _d("requirepass", "string", "", True),
+        # TLS (tls.py), Redis' names; read at start only.
+        _d("tls-port", "int", 0, minimum=0, maximum=65535),
+        _d("tls-cert-file", "string", ""),
+        _d("tls-key-file", "string", ""),
+        _d("tls-ca-cert-file", "string", ""),
+        _d("tls-auth-clients", "enum", "no", choices=("no", "optional", "yes")),
+        _d("tls-cluster", "bool", False),
         # Redis' guard: with no password and a bind beyond loopback, only clients from
         # 127.0.0.1 / ::1 / the Unix socket are served (server.py, docs/security.md).
         _d("protected-mode", "bool", True, True),
@@ -230,5 +237,8 @@ PATH_DIRECTIVES = frozenset(
         "unixsocket",
         "cluster-config-file",
         "appendfilename",
+        "tls-cert-file",
+        "tls-key-file",
+        "tls-ca-cert-file",
     )
 )

@@ -25,7 +25,7 @@ from conveyor.core.effects import Reply, WokenGetJob
 from conveyor.core.errors import OOM, CommandError
 from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
-from conveyor.node import gc_policy, nodeid
+from conveyor.node import gc_policy, nodeid, tls
 from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
@@ -80,6 +80,10 @@ class Server(ClientBuffers, JobEventConsumers):
         self.run_id = hashlib.sha1(b"run_id" + seed).hexdigest()
         self.on_shutdown: list[Callable[[], None]] = []
         self._unix_server: asyncio.AbstractServer | None = None
+        self._tls_server: asyncio.AbstractServer | None = None
+        # Made now, so that bad TLS files stop the start with a config error (tls.py).
+        self._tls_context = tls.client_server_context(config)
+        self.bus_tls = tls.bus_contexts(config)
         self._idle_timer: asyncio.TimerHandle | None = None
         self.baseline_memory = rss_bytes()
         self._init_client_buffers()
@@ -166,6 +170,15 @@ class Server(ClientBuffers, JobEventConsumers):
             backlog=self.config["tcp-backlog"],
             reuse_address=True,
         )
+        if self._tls_context is not None:
+            self._tls_server = await self.loop.create_server(
+                lambda: Connection(self),
+                host=hosts,
+                port=self.config["tls-port"],
+                backlog=self.config["tcp-backlog"],
+                reuse_address=True,
+                ssl=self._tls_context,
+            )
         if self.config["unixsocket"]:
             path = self.config["unixsocket"]
             Path(path).unlink(missing_ok=True)
@@ -237,6 +250,8 @@ class Server(ClientBuffers, JobEventConsumers):
         self._output_timer = self._trim_timer = None
         if self._asyncio_server is not None:
             self._asyncio_server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         if self._unix_server is not None:
             self._unix_server.close()
             Path(self.config["unixsocket"]).unlink(missing_ok=True)
