@@ -106,3 +106,4 @@ bench-web: sysdeps $(STAMP)
 bench-cluster: sysdeps $(STAMP)
 	$(PY) -m bench.cluster_bench
 	$(PY) -m bench.federation_bench
+	$(PY) -m bench.failover_bench

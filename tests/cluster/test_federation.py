@@ -124,3 +124,40 @@ def test_a_queue_paused_for_output_gives_nothing(
     producer.client().execute_command("PAUSE", "q", "none")
     producer.client().execute_command("ADDJOB", "q", "y", "0", "REPLICATE", "1")
     assert get.wait()[0][1] == first  # the older job first, as the queue orders them
+
+
+def test_jobs_added_on_several_nodes_are_all_fetched_from_one(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    form(tmp_path, cluster, 3)
+    added = {
+        node.client().execute_command("ADDJOB", "q", f"from {i}-{n}", "0", "REPLICATE", "1")
+        for i, node in enumerate(cluster)
+        for n in range(5)
+    }
+    consumer = cluster[0].client()
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 30
+    while got != added and time.monotonic() < deadline:
+        jobs = consumer.execute_command("GETJOB", "TIMEOUT", "500", "COUNT", "15", "FROM", "q")
+        for _, job_id, _ in jobs or []:
+            got.add(job_id)
+            consumer.execute_command("ACKJOB", job_id)
+    assert got == added  # the 10 made on the two other nodes came to this one
+
+
+def test_an_at_most_once_job_federates_once_only(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    form(tmp_path, cluster, 3)
+    producer, consumers = cluster[0], cluster[1:]
+    gets = [BlockedGet(node, "TIMEOUT", "3000", "FROM", "q") for node in consumers]
+    for node in consumers:
+        wait_for(lambda: blocked_on(node, "q"), "both consumers blocked")  # noqa: B023
+    job_id = producer.client().execute_command(
+        "ADDJOB", "q", "once", "0", "REPLICATE", "1", "RETRY", "0"
+    )
+    results = [get.wait() for get in gets]
+    received = [r for r in results if r]
+    assert received == [[[b"q", job_id, b"once"]]]  # one consumer, once
+    assert show(producer, job_id) is None  # no copy left behind to come back
