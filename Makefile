@@ -102,6 +102,10 @@ bench-web: sysdeps $(STAMP)
 # 3 local nodes, REPLICATE 3: ADDJOB sync -P 1/-P 16, ASYNC, one pipelining connection,
 # beside a lone node (and a C Disque cluster when DISQUE_SERVER names a binary); then 60 s
 # of producers and consumers while a random node is SIGKILLed every 10 s; ~3 min.
+.PHONY: bench-tls
+bench-tls: sysdeps $(STAMP)
+	$(PY) -m bench.tls_bench
+
 .PHONY: bench-cluster
 bench-cluster: sysdeps $(STAMP)
 	$(PY) -m bench.cluster_bench

@@ -17,6 +17,7 @@ import redis
 from tests.cluster.test_cluster_nodes import all_healthy, start, view, wait_for
 from tests.cluster.test_replication import holders
 from tests.conftest import free_cluster_port
+from tests.pki import Pki, make_pki, tls_args
 from tests.servers import NodeProcess
 
 pytestmark = pytest.mark.skipif(
@@ -24,44 +25,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-
-def make_ca(directory: Path, name: str) -> tuple[Path, Path]:
-    key, cert = directory / f"{name}.key", directory / f"{name}.crt"
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-            f"/CN={name}", "-keyout", str(key), "-out", str(cert))  # fmt: skip
-    return cert, key
-
-
-def make_cert(directory: Path, name: str, ca: tuple[Path, Path]) -> tuple[Path, Path]:
-    key, csr, cert = (directory / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-            "-keyout", str(key), "-out", str(csr))  # fmt: skip
-    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-            "-CAcreateserial", "-days", "2", "-out", str(cert))  # fmt: skip
-    return cert, key
-
-
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
-    directory = tmp_path_factory.mktemp("pki")
-    ca, other_ca = make_ca(directory, "ca"), make_ca(directory, "other-ca")
-    return {
-        "ca": ca,
-        "node": make_cert(directory, "node", ca),
-        "client": make_cert(directory, "client", ca),
-        "stranger": make_cert(directory, "stranger", other_ca),
-    }
-
-
-def tls_args(pki: dict[str, tuple[Path, Path]], cert: str = "node") -> list[str]:
-    return ["--tls-cert-file", str(pki[cert][0]), "--tls-key-file", str(pki[cert][1]),
-            "--tls-ca-cert-file", str(pki["ca"][0])]  # fmt: skip
-
-
-Pki = dict[str, tuple[Path, Path]]
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def tls_client(port: int, pki: Pki, cert: str | None = None) -> redis.Redis:
@@ -72,7 +38,7 @@ def tls_client(port: int, pki: Pki, cert: str | None = None) -> redis.Redis:
                        ssl_check_hostname=False, socket_timeout=5, **extra)  # type: ignore[arg-type]  # fmt: skip
 
 
-def test_clients_on_the_tls_port(tmp_path: Path, pki: dict[str, tuple[Path, Path]]) -> None:
+def test_clients_on_the_tls_port(tmp_path: Path, pki: Pki) -> None:
     tls_port = free_cluster_port()
     node = NodeProcess(tmp_path / "n", "--tls-port", str(tls_port), *tls_args(pki))
     try:
@@ -88,7 +54,7 @@ def test_clients_on_the_tls_port(tmp_path: Path, pki: dict[str, tuple[Path, Path
         node.stop()
 
 
-def test_client_certificates_when_asked(tmp_path: Path, pki: dict[str, tuple[Path, Path]]) -> None:
+def test_client_certificates_when_asked(tmp_path: Path, pki: Pki) -> None:
     tls_port = free_cluster_port()
     node = NodeProcess(tmp_path / "n", "--tls-port", str(tls_port), "--tls-auth-clients", "yes",
                        *tls_args(pki))  # fmt: skip
