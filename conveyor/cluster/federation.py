@@ -54,6 +54,7 @@ class Federation:
         self.wanted: OrderedDict[bytes, dict[bytes, int]] = OrderedDict()
         self.waiting: set[bytes] = set()  # queues with clients blocked here
         self._turn = 0  # round robin over the targets of a hand-over
+        self._receiving = False  # taking YOURJOBS: what is queued now stays here
         core.wanted_queues = self.wanted
 
     # -- needing jobs -----------------------------------------------------------------------
@@ -141,20 +142,29 @@ class Federation:
         self.wanted.move_to_end(name)
 
     def jobs_available(self, queue: JobQueue, now_ms: int) -> None:
-        """A job was queued here with no consumer here, in a queue others asked for."""
+        """A job was queued here with no consumer here, in a queue others asked for.
+
+        Not for a job that just came with YOURJOBS, nor while this node imports the queue
+        itself: two nodes that once asked each other would pass jobs back and forth."""
         nodes = self.wanted.get(queue.name)
-        if not nodes or queue.pause & PAUSE_OUT:
+        if not nodes or self._receiving or queue.pause & PAUSE_OUT:
             return
+        if queue.imports is not None and queue.imports.rate(now_ms):
+            return
+        reachable = {info.name for info in self.membership.reachable() if info.link_up}
         for node, until in list(nodes.items()):
             if until <= now_ms or self.membership.known(node) is None:
                 del nodes[node]
                 continue
+            if node not in reachable:
+                continue  # down or cut off for now: what it would get could be lost
             # Round robin: the node served goes last.
             del nodes[node]
             nodes[node] = until
             self._send_jobs(queue, node, queue.count, now_ms)
             return
-        del self.wanted[queue.name]
+        if not nodes:
+            del self.wanted[queue.name]
 
     def _hand_over(self, now_ms: int) -> None:
         """A leaving node sends its queued jobs to the others, HANDOVER_FRAMES frames of
@@ -184,8 +194,12 @@ class Federation:
 
     # -- receiving jobs ---------------------------------------------------------------------
     def receive_yourjobs(self, message: YourJobs, now_ms: int) -> None:
-        for record in message.jobs:
-            self._take(record, message.header, now_ms)
+        self._receiving = True
+        try:
+            for record in message.jobs:
+                self._take(record, message.header, now_ms)
+        finally:
+            self._receiving = False
 
     def _take(self, record: JobRecord, header: Header, now_ms: int) -> None:
         core = self.core

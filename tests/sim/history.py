@@ -5,9 +5,10 @@ message is all it takes to see it again):
 1. 3-5 nodes, some with an AOF, each MEETs an earlier one; the cluster must form;
 2. the network gets a random fault profile (loss, duplication, reordering, delay);
    60-200 steps of: producers (mostly synchronous ADDJOB REPLICATE 2-3 with a timeout,
-   some ASYNC, some RETRY 0 REPLICATE 1), consumers (GETJOB NOHANG on one node, then
-   ACKJOB there, ACKJOB on another node, FASTACK, or nothing so that RETRY requeues
-   it), and faults (crash, restart, partitions, healing, loss changes);
+   some ASYNC, some RETRY 0 REPLICATE 1), consumers (GETJOB NOHANG on one node, or a
+   blocking GETJOB that federation serves from other nodes; then ACKJOB there, ACKJOB on
+   another node, FASTACK, or nothing so that RETRY requeues it), and faults (crash,
+   restart, partitions, healing, loss changes);
 3. everything heals (crashed nodes restart, cuts and loss go) and consumers drain every
    node until nothing is left to deliver or collect;
 4. liveness: on a network that only loses messages, synchronous ADDJOBs all succeed;
@@ -104,11 +105,14 @@ class History:
             roll = rand.random()
             if roll < 0.45:
                 self.produce()
-            elif roll < 0.85:
+            elif roll < 0.75:
                 self.consume(rand.choice(self.alive()), rand.randint(1, 3), final=False)
+            elif roll < 0.85:
+                self.block(rand.choice(self.alive()), rand.randint(1, 3))
             else:
                 self.fault()
             self.net.advance(rand.randrange(1, 400))
+            self.take_woken(final=False)
             self.ledger.check_step()
 
     def heal(self) -> None:
@@ -121,6 +125,7 @@ class History:
     def settle(self) -> None:
         for _ in range(SETTLE_ROUNDS):
             self.net.advance(500)
+            self.take_woken(final=True)
             for node in self.nodes:
                 self.consume(node, 100, final=True)
             self.ledger.check_step()
@@ -187,8 +192,27 @@ class History:
         self.ledger.added(token, node.add_job(args, token), sync)
 
     def consume(self, node: SimNode, count: int, final: bool) -> None:
+        self.deliver(node, node.get_jobs(QUEUE, count), final)
+
+    def block(self, node: SimNode, count: int) -> None:
+        """A consumer blocks on an empty queue: federation brings it jobs from the other
+        nodes (NEEDJOBS/YOURJOBS), which arrive while the network runs (take_woken)."""
+        self.deliver(node, node.block(QUEUE, count, self.rand.randrange(100, 3000)), False)
+
+    def take_woken(self, final: bool) -> None:
+        for node in self.nodes:
+            if node.woken:
+                job_ids, node.woken = node.woken, []
+                self.ledger.totals.woken += len(job_ids)
+                self.deliver(node, job_ids, final)
+
+    def deliver(self, node: SimNode, job_ids: list[bytes], final: bool) -> None:
+        """A client got these jobs from `node`: it acks them (there, elsewhere, FASTACK)
+        or dies without acking, as it rolls."""
         rand = self.rand
-        for job_id in node.get_jobs(QUEUE, count):
+        if not node.alive:  # crashed after answering: its client acks elsewhere
+            node = rand.choice(self.alive())
+        for job_id in job_ids:
             self.ledger.record_delivery(job_id)
             at_most_once = self.ledger.jobs[job_id].retry == 0
             roll = 0.0 if final else rand.random()

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from conveyor.core.codec import JobRecord
 from conveyor.core.effects import EV_ADDED, EV_IMPORTED, JobEvent
 from conveyor.core.errors import CommandError
 
@@ -52,6 +53,7 @@ class JobInfo:
     crashed: set[int] = field(default_factory=set)  # holders that crashed, AOF or not
     acked: bool = False  # some client sent ACKJOB or FASTACK for it
     deliveries: int = 0
+    moved: bool = False  # an at-most-once job sent to another node (YOURJOBS): no copy kept
 
 
 @dataclass(slots=True)
@@ -68,6 +70,8 @@ class Totals:
     acks: int = 0
     faults: int = 0
     lost_allowed: int = 0  # jobs whose every copy was destroyed, as allowed
+    moves: int = 0  # at-most-once jobs federation moved (YOURJOBS)
+    woken: int = 0  # jobs that reached a blocked GETJOB (often by federation)
     messages: int = 0
     link_breaks: int = 0
     virtual_s: int = 0
@@ -91,6 +95,7 @@ class Ledger:
         self.jobs: dict[bytes, JobInfo] = {}
         self.waiting: dict[Any, bytes | None] = {}  # ADDJOB token -> job id
         self.early: dict[Any, Any] = {}  # replies that came before add_job returned
+        self.moved_early: set[tuple[bytes, int]] = set()  # see moved()
         self.totals = Totals(histories=1)
 
     def fail(self, text: str) -> None:
@@ -106,7 +111,27 @@ class Ledger:
             if info is None:
                 info = self.jobs[job.id] = JobInfo(job.id, job.repl, job.retry, node.index)
                 self.totals.jobs += 1
+            if (job.id, node.index) in self.moved_early:
+                self.moved_early.discard((job.id, node.index))
+                info.moved = True
+                continue
             info.holders[node.index] = node.incarnation
+
+    def moved(self, node: SimNode, jobs: tuple[JobRecord, ...]) -> None:
+        """Federation sent these jobs away; an at-most-once one keeps no copy there, and
+        may be lost with the message, as in Disque."""
+        for record in jobs:
+            if record.retry:
+                continue  # the sender keeps its copy, requeued after RETRY if need be
+            self.totals.moves += 1
+            info = self.jobs.get(record.id)
+            if info is not None:
+                info.moved = True
+            if info is None or node.index not in info.holders:
+                # Moved in the same step it was added (its event is handled after).
+                self.moved_early.add((record.id, node.index))
+            else:
+                del info.holders[node.index]
 
     def add_reply(self, node: SimNode, token: Any, value: Any) -> None:
         job_id = self.waiting.pop(token, None)
@@ -194,6 +219,8 @@ class Ledger:
                 self.fail(f"node {node.index}: blacklist grows")
 
     def _check_kept(self, info: JobInfo) -> None:
+        if info.moved:
+            return  # an at-most-once job federation moved: one copy, which may be lost
         for index, incarnation in info.holders.items():
             node = self.nodes[index]
             if node.alive and node.incarnation == incarnation and info.id not in node.core.jobs:
@@ -219,7 +246,7 @@ class Ledger:
             if info.status != "ok" or info.acked or self._amo_done(info.id):
                 continue
             need = info.repl if info.sync else 1
-            if held or len(info.lost) < need:
+            if held or (len(info.lost) < need and not info.moved):
                 self.fail(
                     f"job {info.id.decode()} answered OK was never acked "
                     f"(held by {held}, {len(info.lost)} copies destroyed)"

@@ -30,13 +30,14 @@ from conveyor.cluster.messages import (
     NODE_HANDSHAKE,
     Fail,
     Message,
+    YourJobs,
 )
 from conveyor.cluster.nodes import parse_nodes_conf
 from conveyor.cluster.replication import EXTRA_TARGET_MS
 from conveyor.cluster.state import ClusterState
 from conveyor.core.args import AddJobArgs, GetJobArgs
-from conveyor.core.codec import decode_job
-from conveyor.core.effects import JobEvent, Reply
+from conveyor.core.codec import JobRecord, decode_job
+from conveyor.core.effects import JobEvent, Reply, WokenGetJob
 from conveyor.core.errors import CommandError
 from conveyor.core.node import NodeCore
 from conveyor.persistence.loader import LoadStats, load
@@ -56,6 +57,7 @@ class Observer(Protocol):
 
     def job_events(self, node: SimNode, events: list[JobEvent]) -> None: ...
     def add_reply(self, node: SimNode, token: Any, value: Any) -> None: ...
+    def moved(self, node: SimNode, jobs: tuple[JobRecord, ...]) -> None: ...
 
 
 def node_name(index: int) -> bytes:
@@ -68,6 +70,7 @@ class SimNode:
         self, index: int, net: SimNetwork, observer: Observer, seed: int, aof: bool
     ) -> None:
         self.index = index
+        self.woken: list[bytes] = []  # jobs handed to blocked clients, not yet processed
         self.name = node_name(index)
         self.port = BASE_PORT + index
         self.net = net
@@ -142,6 +145,14 @@ class SimNode:
         self.after(None)
         return [job.id for job in jobs]
 
+    def block(self, queue: bytes, count: int, timeout_ms: int) -> list[bytes]:
+        """A blocking GETJOB: the jobs at once, or [] and the client waits; what comes
+        later (federation) lands in `woken` for the history to take."""
+        args = GetJobArgs([queue], count, timeout_ms)
+        jobs = self.core.get_job(args, None, self.net.now)
+        self.after(None)
+        return [job.id for job in jobs] if isinstance(jobs, list) else []
+
     def ack(self, ids: list[bytes]) -> int:
         if self.core.cluster_size > 1:
             done = self.acks.ack(ids, self.net.now)
@@ -206,11 +217,16 @@ class SimNode:
             membership = self.membership
             while membership.actions:
                 for action in membership.take_actions():
+                    message = getattr(action, "message", None)
+                    if type(message) is YourJobs:  # at-most-once jobs leave no copy
+                        self.observer.moved(self, message.jobs)
                     self.net.execute(self.index, action, via)
             self.state.update_view()
             for effect in self.core.take_replies():
                 if isinstance(effect, Reply):
                     self.observer.add_reply(self, effect.token, effect.value)
+                elif isinstance(effect, WokenGetJob) and effect.jobs:
+                    self.woken.extend(job.id for job in effect.jobs)
             events = self.core.take_job_events()
             if events:
                 self._write_aof(events)
