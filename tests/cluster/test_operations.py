@@ -49,6 +49,9 @@ def test_a_leaving_node_hands_its_queued_jobs_to_the_others(
     assert len(set(ids)) == 250
     # Every other node sees it leaving (gossip, header flags).
     wait_for(lambda: view(cluster[1])[leaving.port] == "leaving", "the flag propagated")
+    _, _, *nodes = cluster[1].client().execute_command("HELLO")
+    priorities = {int(port): int(priority) for _, _, port, priority in nodes}
+    assert priorities[leaving.port] == 100 and priorities[cluster[2].port] == 1
 
 
 def test_drain_waits_until_no_queued_job_is_left(
