@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import logging
 import os
 import random
 import signal
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +25,7 @@ from conveyor.core.effects import Reply, WokenGetJob
 from conveyor.core.errors import OOM, CommandError
 from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
-from conveyor.node import gc_policy, nodeid, tls
+from conveyor.node import access, gc_policy, nodeid, tls
 from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
 from conveyor.node.client_buffers import ClientBuffers
@@ -163,22 +163,9 @@ class Server(ClientBuffers, JobEventConsumers):
         self.loop = asyncio.get_running_loop()
         self.shutdown_requested = asyncio.Event()
         hosts = self.config["bind"].split() or ["127.0.0.1"]
-        self._asyncio_server = await self.loop.create_server(
-            lambda: Connection(self),
-            host=hosts,
-            port=self.config["port"],
-            backlog=self.config["tcp-backlog"],
-            reuse_address=True,
-        )
+        self._asyncio_server = await self._listen(hosts, self.config["port"], None)
         if self._tls_context is not None:
-            self._tls_server = await self.loop.create_server(
-                lambda: Connection(self),
-                host=hosts,
-                port=self.config["tls-port"],
-                backlog=self.config["tcp-backlog"],
-                reuse_address=True,
-                ssl=self._tls_context,
-            )
+            self._tls_server = await self._listen(hosts, self.config["tls-port"], self._tls_context)
         if self.config["unixsocket"]:
             path = self.config["unixsocket"]
             Path(path).unlink(missing_ok=True)
@@ -204,6 +191,19 @@ class Server(ClientBuffers, JobEventConsumers):
             self.node_id,
             ",".join(hosts),
             self.config["port"],
+        )
+
+    async def _listen(
+        self, hosts: list[str], port: int, context: ssl.SSLContext | None
+    ) -> asyncio.AbstractServer:
+        assert self.loop is not None
+        return await self.loop.create_server(
+            lambda: Connection(self),
+            host=hosts,
+            port=port,
+            backlog=self.config["tcp-backlog"],
+            reuse_address=True,
+            ssl=context,
         )
 
     def _arm_idle_check(self) -> None:
@@ -273,8 +273,8 @@ class Server(ClientBuffers, JobEventConsumers):
         refusal = None
         if len(self.clients) >= self.config["maxclients"]:
             refusal = "ERR max number of clients reached"
-        elif self._protected() and not _is_local_client(conn):
-            refusal = PROTECTED_MODE_DENIED
+        elif access.protected(self.config) and not access.is_local_client(conn.transport):
+            refusal = access.PROTECTED_MODE_DENIED
         if refusal is not None:
             self.stats.rejected_connections += 1
             conn.write(error(refusal))
@@ -284,15 +284,6 @@ class Server(ClientBuffers, JobEventConsumers):
         conn.id = self._next_client_id
         self.clients[conn.id] = conn
         self.stats.connections_received += 1
-
-    def _protected(self) -> bool:
-        """Protected mode bites: on, no password, and listening beyond loopback."""
-        config = self.config
-        return (
-            config["protected-mode"]
-            and not config["requirepass"]
-            and any(not _is_loopback_bind(address) for address in config["bind"].split())
-        )
 
     def client_disconnected(self, conn: Connection) -> None:
         self.clients.pop(conn.id, None)
@@ -461,26 +452,3 @@ def configure_logging(config: Config) -> None:
             )
         )
         root.addHandler(handler)
-
-
-PROTECTED_MODE_DENIED = (
-    "DENIED Conveyor is running in protected mode because protected mode is enabled, no "
-    "password is set and it listens beyond the loopback interface. In this mode "
-    "connections are only accepted from the loopback interface. To accept others, set "
-    "a password (CONFIG SET requirepass ...), bind to loopback addresses only, or turn "
-    "protected mode off (CONFIG SET protected-mode no) from the loopback interface."
-)
-
-
-def _is_loopback_bind(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.lstrip("-")).is_loopback
-    except ValueError:
-        return address == "localhost"
-
-
-def _is_local_client(conn: Connection) -> bool:
-    # Redis' rule: from exactly 127.0.0.1 or ::1, or through the Unix socket.
-    transport = conn.transport
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    return not isinstance(peer, tuple) or peer[0] in ("127.0.0.1", "::1")
