@@ -31,6 +31,7 @@ from conveyor.cluster.membership import CRON_HZ, Membership
 from conveyor.cluster.messages import (
     GOSSIP_CLASSES,
     NODE_HANDSHAKE,
+    NODE_NOADDR,
     Fail,
     Message,
     Pause,
@@ -126,9 +127,14 @@ class ClusterDriver:
         # included): keep trying rather than stay a cluster of one for the node's life.
         while not await self._listen(bus_port):
             await asyncio.sleep(BUS_RETRY_S)
+        self._bus_retry = None
         if self.bus is not None:
             log.warning("Cluster bus listening on port %d after all", bus_port)
-        self._bus_retry = None
+            # The Connects of nodes.conf went nowhere without a bus: connect now.
+            for node in self.membership.nodes.values():
+                if node is not self.membership.myself and not node.flags & NODE_NOADDR:
+                    self.bus.connect(node.name, (node.ip, node.port + BUS_PORT_OFFSET))
+            self._run_actions(None)
 
     async def stop(self) -> None:
         if self._flush_soon is not None:
