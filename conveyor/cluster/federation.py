@@ -153,12 +153,13 @@ class Federation:
             return
         if queue.imports is not None and queue.imports.rate(now_ms):
             return
-        reachable = {info.name for info in self.membership.reachable() if info.link_up}
+        reachable = self.membership.reachable()
         for node, until in list(nodes.items()):
-            if until <= now_ms or self.membership.known(node) is None:
+            info = self.membership.known(node)
+            if until <= now_ms or info is None:
                 del nodes[node]
                 continue
-            if node not in reachable:
+            if not info.link_up or info not in reachable:
                 continue  # down or cut off for now: what it would get could be lost
             # Round robin: the node served goes last.
             del nodes[node]

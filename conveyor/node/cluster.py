@@ -137,18 +137,10 @@ class ClusterDriver:
             self._run_actions(None)
 
     async def stop(self) -> None:
-        if self._flush_soon is not None:
-            self._flush_soon.cancel()
-            self._flush_soon = None
-        if self._bus_retry is not None:
-            self._bus_retry.cancel()
-            self._bus_retry = None
-        if self._repl_timer is not None:
-            self._repl_timer.cancel()
-            self._repl_timer = None
-        if self._cron is not None:
-            self._cron.cancel()
-            self._cron = None
+        for pending in (self._flush_soon, self._bus_retry, self._repl_timer, self._cron):
+            if pending is not None:
+                pending.cancel()
+        self._flush_soon = self._bus_retry = self._repl_timer = self._cron = None
         self.save_config()
         if self.bus is not None:
             await self.bus.close()
