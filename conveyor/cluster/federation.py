@@ -57,6 +57,8 @@ class Federation:
         self._turn = 0  # round robin over the targets of a hand-over
         self._receiving = False  # taking YOURJOBS: what is queued now stays here
         self.taken_once: OrderedDict[bytes, None] = OrderedDict()  # at-most-once IDs taken
+        self._ready: dict[bytes, JobQueue] = {}  # queues to push when actions are taken
+        self._ready_ms = 0  # the batch's clock
         core.wanted_queues = self.wanted
 
     # -- needing jobs -----------------------------------------------------------------------
@@ -144,30 +146,58 @@ class Federation:
         self.wanted.move_to_end(name)
 
     def jobs_available(self, queue: JobQueue, now_ms: int) -> None:
-        """A job was queued here with no consumer here, in a queue others asked for.
+        """A job was queued here with no consumer here, in a queue others asked for: it
+        goes with every other job queued in the same batch (a pipeline of ADDJOBs), in
+        one YOURJOBS made when the batch's actions are taken (push_ready). Its messages
+        go before the push, as if the jobs were all queued at the end of the batch.
 
-        Not for a job that just came with YOURJOBS, nor while this node imports the queue
-        itself: two nodes that once asked each other would pass jobs back and forth."""
-        nodes = self.wanted.get(queue.name)
-        if not nodes or self._receiving or queue.pause & PAUSE_OUT:
+        Not for a job that just came with YOURJOBS: two nodes that once asked each
+        other would pass jobs back and forth."""
+        if self._receiving or queue.name not in self.wanted:
+            return
+        ready = self._ready
+        if not ready:
+            self.membership.pending_sends.append(self._push_ready)
+            self._ready_ms = now_ms
+        ready[queue.name] = queue
+
+    def _push_ready(self) -> None:
+        ready, self._ready = self._ready, {}
+        for queue in ready.values():
+            self._push(queue, self._ready_ms)
+
+    def _push(self, queue: JobQueue, now_ms: int) -> None:
+        """Every job queued, in frames of MAX_REQUEST, each to the next node that asked for
+        the queue. Not while this node imports the queue itself."""
+        if not queue.count or queue.pause & PAUSE_OUT:
             return
         if queue.imports is not None and queue.imports.rate(now_ms):
             return
+        for _ in range(-(-queue.count // MAX_REQUEST)):
+            node = self._next_wanting(queue.name, now_ms)
+            if node is None:
+                return
+            self._send_jobs(queue, node, MAX_REQUEST, now_ms)
+
+    def _next_wanting(self, name: bytes, now_ms: int) -> bytes | None:
+        """The next node, in turn, that asked for the queue and can get jobs now: not one
+        down or cut off, as what it would get could be lost."""
+        nodes = self.wanted.get(name)
+        if nodes is None:
+            return None
         reachable = self.membership.reachable()
         for node, until in list(nodes.items()):
             info = self.membership.known(node)
             if until <= now_ms or info is None:
                 del nodes[node]
                 continue
-            if not info.link_up or info not in reachable:
-                continue  # down or cut off for now: what it would get could be lost
-            # Round robin: the node served goes last.
-            del nodes[node]
-            nodes[node] = until
-            self._send_jobs(queue, node, queue.count, now_ms)
-            return
+            if info.link_up and info in reachable:
+                del nodes[node]  # round robin: the node served goes last
+                nodes[node] = until
+                return node
         if not nodes:
-            del self.wanted[queue.name]
+            del self.wanted[name]
+        return None
 
     def _hand_over(self, now_ms: int) -> None:
         """A leaving node sends its queued jobs to the others, HANDOVER_FRAMES frames of
@@ -190,6 +220,8 @@ class Federation:
         core = self.core
         me = self.membership.name
         jobs = core.take_for_transfer(queue, min(count, MAX_REQUEST), now_ms)
+        if not jobs:
+            return
         records = tuple(job_record(job, me, now_ms, for_bus=True) for job in jobs)
         self.membership.send_to((node,), YourJobs(self.membership.header(), records))
         # At-most-once jobs keep no copy: one node holds them at a time.

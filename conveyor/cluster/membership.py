@@ -24,7 +24,7 @@ The rules, as Disque 1.0-rc1 has them (see also the transport's docstring for li
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from conveyor.cluster.actions import (
     Action,
@@ -77,6 +77,9 @@ class Membership:
         self.view_dirty = True  # size or reachability may have changed
         self._reachable: list[ClusterNode] | None = None  # reachable()'s, until a change
         self.actions: list[Action] = []
+        # Parts whose sends are made once per batch, when the actions are taken (a
+        # federation push of every job queued in the batch): one-shot, in order.
+        self.pending_sends: list[Callable[[], None]] = []
         self._header: Header | None = None
 
     # -- the view the rest of the node reads ----------------------------------------------
@@ -111,6 +114,10 @@ class Membership:
 
     def take_actions(self) -> list[Action]:
         """What to carry out, jobs sent to another Conveyor node merged (batching.py)."""
+        if self.pending_sends:
+            pending, self.pending_sends = self.pending_sends, []
+            for make_sends in pending:
+                make_sends()
         actions, self.actions = self.actions, []
         return coalesce(actions, self._takes_batches) if len(actions) > 1 else actions
 

@@ -230,8 +230,9 @@ class ClusterDriver:
         messages of the read left. Many (a pipeline's) go now, so the other nodes work
         on them while this one goes on with the next read; a few wait for the reads
         after it in this turn of the loop, to travel in the same frames (batching.py)."""
-        if len(self.membership.actions) >= FLUSH_ACTIONS:
-            self._send_now()
+        membership = self.membership
+        if len(membership.actions) >= FLUSH_ACTIONS or membership.pending_sends:
+            self._send_now()  # a federation push moves a batch: the other node may start
         elif self._flush_soon is None:
             self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
 
@@ -239,7 +240,7 @@ class ClusterDriver:
         if self._flush_soon is not None:
             self._flush_soon.cancel()
             self._flush_soon = None
-        if self.membership.actions:
+        if self.membership.actions or self.membership.pending_sends:
             self._run_actions(None)
         if self.bus is not None and self.bus.unflushed:
             self.bus.flush()

@@ -358,7 +358,12 @@ class Server(ClientBuffers, JobEventConsumers):
         events for their consumers, the timer for the next deadline."""
         core = self.core
         cluster = self.cluster
-        if cluster.membership.actions or (cluster.bus is not None and cluster.bus.unflushed):
+        membership = cluster.membership
+        if (
+            membership.actions
+            or membership.pending_sends
+            or (cluster.bus is not None and cluster.bus.unflushed)
+        ):
             cluster.flush()
         # Resuming a woken client runs its pipelined requests, which may wake others.
         while core.replies:

@@ -70,6 +70,30 @@ def test_who_asked_gets_the_next_job_at_once() -> None:
     assert isinstance(send.message, YourJobs) and send.message.jobs[0].id == job.id
 
 
+def test_jobs_queued_in_one_batch_go_in_one_message() -> None:
+    """A pipeline of 250 ADDJOBs read at once: moved when the batch's actions are taken,
+    in frames of 100 that batching.py merges into one YOURJOBS (not a message per job);
+    none left behind."""
+    state, now = node_a()
+    state.federation.receive_needjobs(needjobs(state, b"q", 5), now)
+    assert sent(state) == []
+    added = [state.core.add_default_job(b"q", b"job %d" % n, now).id for n in range(250)]
+    assert state.membership.actions == [] and state.membership.pending_sends
+    sends = sent(state)
+    [send] = sends
+    assert send.name == name(2) and isinstance(send.message, YourJobs)
+    assert [r.id for r in send.message.jobs] == added and state.core.qlen(b"q") == 0
+    assert sent(state) == [] and not state.membership.pending_sends  # one-shot
+
+
+def test_a_job_consumed_here_before_the_push_stays_here() -> None:
+    state, now = node_a()
+    state.federation.receive_needjobs(needjobs(state, b"q", 5), now)
+    state.core.add_default_job(b"q", b"x", now)
+    state.core.get_jobs([b"q"], 1, now)  # a local consumer in the same batch
+    assert sent(state) == []
+
+
 def test_wants_are_bounded_and_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(federation_module, "MAX_WANTED", 3)
     state, now = node_a()
