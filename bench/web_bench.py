@@ -8,14 +8,19 @@ them (FASTACK). Two measured phases of PHASE_S seconds each:
 
 1. the console runs but nobody watches it;
 2. 10 clients stream /events/overview (the overview page's live updates, exactly what an
-   open browser tab receives). Not 10 headless chromium pages: on this 2-core machine ten
-   browsers would take the cores from the node and measure the browsers, not the console's
-   cost to the node. The server side is the same for a browser and for these clients.
+   open browser tab receives);
+3. 10 real browsers: headless Debian chromium (`/usr/bin/chromium`, driven by Playwright),
+   one browser context each, with the overview page open and live. On this 2-core machine
+   the browsers take CPU from everything else, so phase 2 isolates the console's cost to
+   the node, and phase 3 shows it with the pages actually rendering. Skipped when chromium
+   or Playwright is missing (`--browsers 0` skips it too).
 
 Printed per phase: jobs/s achieved (acknowledged), the node's CPU% (user+system over the
-phase, 100% = one core), the console's CPU%, and the stream events received. No assertion:
-figures only. Bounded: about 10 + 2 * PHASE_S seconds, then everything is stopped.
+phase, 100% = one core), the node's CPU µs per job (comparable when the browsers slow the
+producer down), the console's CPU%, and the stream events received. No assertion:
+figures only. Bounded: about 15 + 3 * PHASE_S seconds, then everything is stopped.
 Usage: python -m bench.web_bench [--rate 5000] [--seconds 15] [--queues 100] [--clients 10]
+                                 [--browsers 10]
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import redis
 from bench.node_bench import free_port
 
 BODY = b"x" * 100
+CHROMIUM = Path(os.environ.get("CONVEYOR_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 
 def _wait_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
@@ -129,6 +136,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds per phase")
     parser.add_argument("--queues", type=int, default=100)
     parser.add_argument("--clients", type=int, default=10, help="streaming overview pages")
+    parser.add_argument("--browsers", type=int, default=10, help="chromium overview pages")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="conveyor-web-bench-"))
     node_port, web_port = free_port(), free_port()
@@ -172,7 +180,7 @@ def run(
     children: list[multiprocessing.Process],
 ) -> None:  # fmt: skip
     queues = [f"bench{i:03d}" for i in range(args.queues)]
-    stop_at = time.monotonic() + 4 + 2 * args.seconds + 2
+    stop_at = time.monotonic() + 10 + 3 * args.seconds + 2
     sent, done = multiprocessing.Value("q", 0), multiprocessing.Value("q", 0)
     children += [
         multiprocessing.Process(target=producer, args=(port, queues, args.rate, stop_at, sent)),
@@ -191,21 +199,54 @@ def run(
     watched = _phase(args.seconds, node, web, done)
     stop.set()
     events = sum(s.events for s in streams)
+    browsed = _browser_phase(args, base, node, web, done)
     listed = httpx.get(f"{base}/api/v1/queues", timeout=10).json()["total"]
     cpus = os.cpu_count()
     print(f"web bench: {args.queues} queues ({listed} listed by the console), target "
           f"{args.rate} jobs/s, {args.seconds:g} s per phase, {cpus} cores (shared)")  # fmt: skip
-    print(f"{'phase':<28}{'jobs/s':>10}{'node CPU%':>11}{'console CPU%':>14}")
-    phases = (("no console clients", quiet), (f"{args.clients} SSE overview", watched))
+    print(f"{'phase':<28}{'jobs/s':>10}{'node CPU%':>11}{'µs/job':>8}{'console CPU%':>14}")
+    phases = [("no console clients", quiet), (f"{args.clients} SSE overview", watched)]
+    if browsed is not None:
+        phases.append((f"{args.browsers} chromium overview", browsed))
     for label, figures in phases:
         rate, node_cpu, web_cpu = figures["rate"], figures["node_cpu"], figures["web_cpu"]
-        print(f"{label:<28}{rate:>10.0f}{node_cpu:>11.1f}{web_cpu:>14.1f}")
+        per_job = 1e4 * node_cpu / max(rate, 1)  # node CPU µs per job acknowledged
+        print(f"{label:<28}{rate:>10.0f}{node_cpu:>11.1f}{per_job:>8.1f}{web_cpu:>14.1f}")
     delta = watched["node_cpu"] - quiet["node_cpu"]
     per_client = events / max(1, args.clients)
     print(
         f"node CPU added by {args.clients} streaming clients: {delta:+.1f} points "
         f"({events} fragment events received, ~{per_client:.0f} per client)"
     )
+    if browsed is not None:
+        delta = browsed["node_cpu"] - quiet["node_cpu"]
+        print(f"node CPU added by {args.browsers} chromium pages: {delta:+.1f} points")
+
+
+def _browser_phase(
+    args: argparse.Namespace, base: str, node: psutil.Process, web: psutil.Process, done: object
+) -> dict[str, float] | None:
+    """Phase 3: real browsers on the live overview page; None when they cannot run here."""
+    if args.browsers <= 0 or not CHROMIUM.exists():
+        return None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            for _ in range(args.browsers):
+                page = browser.new_context().new_page()
+                page.goto(f"{base}/", wait_until="domcontentloaded")
+                # The page is live once its event source opened (the toggle says so).
+                page.wait_for_selector("#live-toggle[data-state=live]", timeout=20_000)
+            time.sleep(1)
+            return _phase(args.seconds, node, web, done)
+        finally:
+            browser.close()
 
 
 if __name__ == "__main__":
