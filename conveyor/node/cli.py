@@ -13,6 +13,7 @@ import click
 
 from conveyor import __version__
 from conveyor.node.config import Config, ConfigError
+from conveyor.node.multi import NodeSupervisor, split_nodes_option
 from conveyor.node.nodeid import NodeIdLockError
 
 
@@ -78,16 +79,20 @@ def server(argv: tuple[str, ...]) -> None:
             "       conveyor server -v or --version\n\n"
             "Examples:\n"
             "  conveyor server --port 7711 --dir ./data\n"
-            "  conveyor server /etc/conveyor/disque.conf --loglevel verbose\n\n"
+            "  conveyor server /etc/conveyor/disque.conf --loglevel verbose\n"
+            "  conveyor server --nodes 4 --port 7711 --dir ./data   (a cluster, a node a core)\n\n"
             "Every disque.conf directive works as --directive; see docs/configuration.md."
         )
         return
+    count, words = split_nodes_option(list(argv))
     try:
-        config = build_config(list(argv))
+        config = build_config(words)
     except (ConfigError, OSError) as exc:
         click.echo("*** FATAL CONFIG FILE ERROR ***", err=True)
         click.echo(f">>> {exc}", err=True)
         sys.exit(1)
+    if count is not None:
+        sys.exit(NodeSupervisor(config, words, count).run())
     run(config)
 
 
