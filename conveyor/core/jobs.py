@@ -76,7 +76,8 @@ class JobsMixin(CoreState):
 
         job = self._register(
             self._ids.next_id(ttl_s, retry_s),
-            args.queue,
+            # The queue's own name, not the request's copy: 48 bytes a job at a million.
+            args.queue if queue is None else queue.name,
             args.body,
             args.repl or 1,
             ttl_s,
@@ -115,6 +116,7 @@ class JobsMixin(CoreState):
         if queue is None or queue.blocked or queue.pause or not self._fast_adds:
             args = AddJobArgs(queue_name, body, None, 0, None, None, None, False)
             return self.add_job(args, now_ms)
+        queue_name = queue.name  # shared by its jobs: the request's copy is freed
         job = self._register(
             self._ids.next_id_with_suffix(self._default_id_suffix),
             queue_name,
@@ -182,9 +184,10 @@ class JobsMixin(CoreState):
         etime_ms = now_ms + (record.etime - 1) * 1000 if etime_relative else record.etime * 1000
         if etime_ms <= now_ms:
             return None
+        queue = self.queues.get(record.queue)
         job = Job(
             record.id,
-            record.queue,
+            record.queue if queue is None else queue.name,  # shared, as in _add_job
             record.body,
             record.repl,
             record.ctime,
