@@ -31,6 +31,7 @@ from collections import OrderedDict
 
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import Header, NeedJobs, YourJobs
+from conveyor.cluster.replication import TakenOnce
 from conveyor.core.codec import JobRecord
 from conveyor.core.imports import ImportStats
 from conveyor.core.node import NodeCore
@@ -43,7 +44,6 @@ ADHOC_MIN_MS, ADHOC_MAX_MS = 25, 2000
 WANTED_TTL_MS = 70_000  # beyond the 30 s broadcast interval, twice
 MAX_WANTED = 10_000  # (queue, node) pairs remembered; the oldest go first
 _MAX_SHIFT = 10  # 2^10 x the minimum is past every cap
-MAX_TAKEN_ONCE = 10_000  # at-most-once job IDs remembered as taken (the latest)
 HANDOVER_FRAMES = 10  # per cron tick while leaving: up to 10,000 jobs a second
 
 
@@ -56,7 +56,7 @@ class Federation:
         self.waiting: set[bytes] = set()  # queues with clients blocked here
         self._turn = 0  # round robin over the targets of a hand-over
         self._receiving = False  # taking YOURJOBS: what is queued now stays here
-        self.taken_once: OrderedDict[bytes, None] = OrderedDict()  # at-most-once IDs taken
+        self.taken_once = TakenOnce()  # at-most-once jobs taken by YOURJOBS
         self._ready: dict[bytes, JobQueue] = {}  # queues to push when actions are taken
         self._ready_ms = 0  # the batch's clock
         core.wanted_queues = self.wanted
@@ -239,14 +239,8 @@ class Federation:
     def _take(self, record: JobRecord, header: Header, now_ms: int) -> None:
         core = self.core
         job = core.jobs.get(record.id)
-        if job is None and not record.retry:
-            # An at-most-once job is taken once: a second YOURJOBS with it (a copy of the
-            # message) must not bring back a job delivered and acked meanwhile.
-            if record.id in self.taken_once:
-                return
-            self.taken_once[record.id] = None
-            if len(self.taken_once) > MAX_TAKEN_ONCE:
-                self.taken_once.popitem(last=False)
+        if job is None and not record.retry and not self.taken_once.first_time(record.id):
+            return  # a copy of a YOURJOBS already taken (delivered, acked meanwhile)
         if job is None:
             job = core.import_job(record, now_ms, etime_relative=True)
             if job is None:

@@ -132,10 +132,12 @@ class Membership:
 
     # -- commands -------------------------------------------------------------------------
     def load(self, nodes: list[ClusterNode]) -> None:
-        """Nodes from nodes.conf (parse_nodes_conf): connect to each again."""
+        """Nodes from nodes.conf (parse_nodes_conf): connect to each again. Our own line
+        gives our address and whether we are leaving (kept across restarts, as Disque)."""
         for node in nodes:
             if node.flags & NODE_MYSELF:
                 self.myself.ip = node.ip
+                self.myself.flags |= node.flags & NODE_LEAVING
                 continue
             self.nodes[node.name] = node
             if not node.flags & NODE_NOADDR:

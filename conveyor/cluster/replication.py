@@ -5,7 +5,9 @@ The steps of seed 000's replication state machine and Disque's job.c/cluster.c:
   reachable nodes and blocks the client; each copy is confirmed by a GOTJOB. With n
   confirmations (ourselves included) the job becomes active and is queued (or waits its
   DELAY) and the client gets its ID. Every 50 ms while short, one more node is added to
-  the targets and REPLJOB goes again to every target (each learns the others). At the
+  the targets and REPLJOB goes again to every target (each learns the others); beyond
+  Disque, an at-most-once job keeps its one target, and a node takes an at-most-once
+  copy once (TakenOnce): a stray copy would never be queued nor acked. At the
   ADDJOB timeout the client gets -NOREPL and the copies are deleted (DELJOB, best
   effort); a job whose TTL ends first gets Disque's "removed (expired?)" NOREPL.
 - ASYNC (and a job replicated with the client gone) sends REPLJOB with NOREPLY; the
@@ -27,6 +29,7 @@ do the rest. No socket, no clock: the time comes in.
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +53,31 @@ from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
 
 EXTRA_TARGET_MS = 50  # while short of copies, one more target this often
+MAX_TAKEN_ONCE = 10_000  # at-most-once job IDs remembered as taken (the latest)
 NOREPL_TIMEOUT = "NOREPL Timeout reached before replicating to the requested number of nodes"
 NOREPL_EXPIRED = "NOREPL job removed (expired?) before the requested replication level was achieved"
+
+
+class TakenOnce:
+    """The at-most-once job IDs this node took by one kind of message, the latest
+    MAX_TAKEN_ONCE: a second copy of such a message (a REPLJOB sent again, a duplicate)
+    must not bring back a job delivered, acked or moved on meanwhile."""
+
+    __slots__ = ("_ids",)
+
+    def __init__(self) -> None:
+        self._ids: OrderedDict[bytes, None] = OrderedDict()
+
+    def first_time(self, job_id: bytes) -> bool:
+        if job_id in self._ids:
+            return False
+        self._ids[job_id] = None
+        if len(self._ids) > MAX_TAKEN_ONCE:
+            self._ids.popitem(last=False)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 @dataclass(slots=True)
@@ -70,6 +96,7 @@ class Replication:
         self.membership = membership
         self.rand = rand
         self.pending: dict[bytes, PendingAdd] = {}
+        self.taken_once = TakenOnce()  # at-most-once copies taken by REPLJOB
 
     # -- ADDJOB ---------------------------------------------------------------------------
     def add_job(self, args: AddJobArgs, token: Any, now_ms: int) -> tuple[Job, bool]:
@@ -150,7 +177,9 @@ class Replication:
 
     def _add_target(self, job: Job, now_ms: int) -> None:
         delivered = job.nodes_delivered or ()
-        extra = self._pick(1, exclude=delivered)
+        # An at-most-once job (externally replicated: a leaving node) has one target: a
+        # second one could keep a copy that is never queued (no RETRY) nor acked.
+        extra = self._pick(1, exclude=delivered) if job.retry else ()
         job.nodes_delivered = delivered = delivered + extra
         unconfirmed = tuple(n for n in delivered if n not in (job.nodes_confirmed or ()))
         self._send_copies(job, unconfirmed, now_ms, noreply=False)
@@ -174,7 +203,9 @@ class Replication:
         if queue is not None and queue.pause & PAUSE_IN:
             return
         known = core.jobs.get(record.id)
-        if known is None:
+        if known is None and not record.retry and not self.taken_once.first_time(record.id):
+            pass  # sent again after this node took it (and moved it on, or it was acked)
+        elif known is None:
             job = core.import_job(record, now_ms, etime_relative=True)
             if job is None:
                 return  # already expired

@@ -18,6 +18,7 @@ from conveyor.cluster.acks import AckGC
 from conveyor.cluster.federation import Federation
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
+    NODE_LEAVING,
     DelJob,
     Enqueue,
     GotAck,
@@ -33,6 +34,7 @@ from conveyor.cluster.messages import (
     Working,
     YourJobs,
 )
+from conveyor.cluster.nodes import ClusterNode
 from conveyor.cluster.replication import Replication
 from conveyor.cluster.requeue import Requeue
 from conveyor.core.node import NodeCore
@@ -55,6 +57,12 @@ class ClusterState:
         self.drained = self.federation.drained
         self.jobs_available = self.federation.jobs_available
         core.cluster_hooks = self  # the core's ClusterHooks
+
+    def load_nodes(self, nodes: list[ClusterNode]) -> None:
+        """nodes.conf read at start: the nodes, and the core leaving if we were."""
+        self.membership.load(nodes)
+        if self.membership.myself.flags & NODE_LEAVING:
+            self.core.set_leaving(True)
 
     def route_job_message(self, message: Message, now_ms: int) -> bool:
         """Hand a job message to its part; False when it is not one (or its sender is

@@ -154,7 +154,7 @@ class ClusterDriver:
         except (OSError, UnicodeDecodeError, NodesConfError) as exc:
             log.warning("Cluster config %s not loaded: %s", self.config_path, exc)
             return
-        self.membership.load(nodes)
+        self.state.load_nodes(nodes)
         others = len(self.membership.nodes) - 1
         if others:
             log.info("Cluster config loaded: %d other node(s)", others)

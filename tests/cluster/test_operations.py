@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.cluster.test_cluster_nodes import form, view, wait_for
+from tests.cluster.test_cluster_nodes import form, start, view, wait_for
 from tests.servers import NodeProcess
 
 
@@ -52,6 +52,31 @@ def test_a_leaving_node_hands_its_queued_jobs_to_the_others(
     _, _, *nodes = cluster[1].client().execute_command("HELLO")
     priorities = {int(port): int(priority) for _, _, port, priority in nodes}
     assert priorities[leaving.port] == 100 and priorities[cluster[2].port] == 1
+
+
+def test_a_node_restarted_while_leaving_is_still_leaving(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    """As in Disque, the flag is in nodes.conf: a node restarted mid-drain goes on."""
+    form(tmp_path, cluster, 3)
+    leaving = cluster[2]
+    assert leaving.client().execute_command("CLUSTER", "LEAVING", "yes") == b"OK"
+    port = leaving.port
+    leaving.stop()
+    cluster[2] = leaving = start(tmp_path, 2, port)
+    client = leaving.client()
+    assert client.execute_command("CLUSTER", "LEAVING") == b"yes"
+    assert "myself,leaving" in client.execute_command("CLUSTER", "NODES").decode()
+    with pytest.raises(redis.ResponseError, match=r"^LEAVING"):
+        client.execute_command("GETJOB", "TIMEOUT", "100", "FROM", "q")
+    # New jobs go to the other nodes (external replication), none stays here.
+    job_id = client.execute_command("ADDJOB", "q", "x", "0", "REPLICATE", "1")
+    assert client.execute_command("SHOW", job_id) is None
+    wait_for(lambda: view(cluster[0])[port].startswith("leaving"), "the others see it leaving")
+    assert client.execute_command("CLUSTER", "LEAVING", "no") == b"OK"
+    leaving.stop()
+    cluster[2] = start(tmp_path, 2, port)
+    assert cluster[2].client().execute_command("CLUSTER", "LEAVING") == b"no"
 
 
 def test_drain_waits_until_no_queued_job_is_left(

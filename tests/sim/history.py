@@ -8,12 +8,20 @@ message is all it takes to see it again):
    some ASYNC, some RETRY 0 REPLICATE 1), consumers (GETJOB NOHANG on one node, or a
    blocking GETJOB that federation serves from other nodes; then ACKJOB there, ACKJOB on
    another node, FASTACK, or nothing so that RETRY requeues it), and faults (crash,
-   restart, partitions, healing, loss changes);
+   restart, partitions, healing, loss changes). In two histories of three, a few steps
+   also set a node leaving (CLUSTER LEAVING yes; never every node at once) or back (no):
+   producers there get external replication or -NOREPL, a blocking GETJOB there gets
+   -LEAVING (counted; the consumer moves on), NOHANG still takes its queued jobs, and it
+   hands its queued jobs to the others. A restarted node is not leaving (as a real one);
 3. everything heals (crashed nodes restart, cuts and loss go) and consumers drain every
-   node until nothing is left to deliver or collect;
+   node that is not leaving until nothing is left to deliver or collect: the jobs of the
+   nodes still leaving get drained only if they hand them over. Those nodes must then
+   hold no queued job (`Ledger.check_handed_over`); then they stop leaving;
 4. liveness: on a network that only loses messages, synchronous ADDJOBs all succeed;
    then the consumers drain everything again.
 The ledger checks its invariants after every step and at the end (tests/sim/ledger.py).
+The leaving steps draw from their own random stream: a history that never leaves plays
+exactly as it did before leaving was simulated, so older failing seeds still replay.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from unittest import mock
 from conveyor.cluster import membership as membership_module
 from conveyor.cluster.messages import NODE_FAIL, NODE_HANDSHAKE, NODE_PFAIL
 from conveyor.core.args import AddJobArgs
+from conveyor.core.errors import LEAVING, CommandError
 from tests.sim.ledger import Ledger, Totals, Violation
 from tests.sim.network import T0, Faults, SimNetwork
 from tests.sim.node import SimNode
@@ -34,6 +43,8 @@ QUEUE = b"q"
 TTL_S = 3600  # longer than any history: no job expires, so every copy gone is explained
 _TOO_FEW = "NOREPL Not enough reachable nodes"
 SETTLE_ROUNDS = 600  # of 500 ms: the ack GC backs off up to minutes after long faults
+LEAVING_HISTORIES = 2 / 3  # the share of histories with leaving steps
+LEAVE_STEP = 0.03  # per workload step of such a history: a few leaves in 60-200 steps
 
 
 @contextmanager
@@ -59,6 +70,9 @@ class History:
         self.net = SimNetwork(random.Random(self.rand.getrandbits(64)), wire)
         self.ledger = Ledger(seed)
         self.tokens = 0
+        # Its own stream (see the module's docstring): self.rand draws the same as before.
+        self.leave_rand = random.Random(f"{seed}/leaving")
+        self.leaves = self.leave_rand.random() < LEAVING_HISTORIES
         count = self.rand.randint(3, 5)
         for index in range(count):
             aof = self.rand.random() < 0.3
@@ -102,6 +116,8 @@ class History:
             max_delay_ms=rand.choice((2, 5, 20)),
         )
         for _ in range(rand.randint(60, 200)):
+            if self.leaves and self.leave_rand.random() < LEAVE_STEP:
+                self.leave_step()
             roll = rand.random()
             if roll < 0.45:
                 self.produce()
@@ -127,11 +143,19 @@ class History:
             self.net.advance(500)
             self.take_woken(final=True)
             for node in self.nodes:
-                self.consume(node, 100, final=True)
+                if not node.leaving:  # what a leaving node holds must be handed over
+                    self.consume(node, 100, final=True)
             self.ledger.check_step()
             if self.quiet():
                 return
         # Not quiet after SETTLE_ROUNDS: check_end says what is left.
+
+    def stop_leaving(self) -> None:
+        """Once the nodes still leaving are checked: CLUSTER LEAVING no on each, so that
+        the liveness phase may pick any node."""
+        for node in self.nodes:
+            if node.leaving:
+                node.set_leaving(False)
 
     def lossy_adds(self) -> None:
         """Liveness, once settled: on a network that only loses messages (2%, each loss
@@ -196,8 +220,16 @@ class History:
 
     def block(self, node: SimNode, count: int) -> None:
         """A consumer blocks on an empty queue: federation brings it jobs from the other
-        nodes (NEEDJOBS/YOURJOBS), which arrive while the network runs (take_woken)."""
-        self.deliver(node, node.block(QUEUE, count, self.rand.randrange(100, 3000)), False)
+        nodes (NEEDJOBS/YOURJOBS), which arrive while the network runs (take_woken). A
+        leaving node answers -LEAVING instead: the consumer goes elsewhere later."""
+        try:
+            job_ids = node.block(QUEUE, count, self.rand.randrange(100, 3000))
+        except CommandError as exc:
+            if exc.message != LEAVING or not node.leaving:
+                raise
+            self.ledger.totals.leaving_refused += 1
+            return
+        self.deliver(node, job_ids, False)
 
     def take_woken(self, final: bool) -> None:
         for node in self.nodes:
@@ -231,6 +263,19 @@ class History:
             self.ledger.record_ack(job_id)
 
     # -- faults -------------------------------------------------------------------------------
+    def leave_step(self) -> None:
+        """CLUSTER LEAVING yes on a node (one node at least stays out of it), or no on
+        a leaving one half the time."""
+        rand = self.leave_rand
+        node = rand.choice(self.alive())
+        if node.leaving:
+            if rand.random() < 0.5:
+                node.set_leaving(False)
+                self.ledger.totals.comebacks += 1
+        elif sum(n.leaving for n in self.nodes) < len(self.nodes) - 1:
+            node.set_leaving(True)
+            self.ledger.totals.leaves += 1
+
     def fault(self) -> None:
         rand = self.rand
         alive = self.alive()
@@ -268,6 +313,8 @@ def run_history(seed: int, wire: bool = True) -> Totals:
             history.workload()
             history.heal()
             history.settle()
+            history.ledger.check_handed_over()
+            history.stop_leaving()
             history.lossy_adds()
             history.settle()
             history.ledger.check_end()

@@ -16,6 +16,14 @@ events go through `persistence.records.RecordEncoder.from_events` (LOADJOB when 
 added, replicated or imported, DELJOB when acked or freed), the bytes are appended as
 with `appendfsync always` (before any reply or message of the batch can leave), and a
 restart loads them with `persistence.loader.load`, as the node does at start.
+
+Leaving: `set_leaving` is `CLUSTER LEAVING yes|no` (cmd_admin): the core's flag (it then
+replicates new jobs externally, refuses REPLJOB and a blocking GETJOB with -LEAVING),
+then membership's (every header carries it, a PONG to all says it at once), then the
+actions, as `ClusterDriver.set_leaving` runs them. Federation hands the queued jobs over
+from the cron. Like the real node (and Disque), a restart comes back leaving if it was:
+nodes.conf keeps the flag, and `ClusterState.load_nodes` gives it to membership and the
+core.
 """
 
 from __future__ import annotations
@@ -28,8 +36,11 @@ from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     GOSSIP_CLASSES,
     NODE_HANDSHAKE,
+    Enqueue,
     Fail,
+    JobIdBatch,
     Message,
+    MessageType,
     YourJobs,
 )
 from conveyor.cluster.nodes import parse_nodes_conf
@@ -58,6 +69,17 @@ class Observer(Protocol):
     def job_events(self, node: SimNode, events: list[JobEvent]) -> None: ...
     def add_reply(self, node: SimNode, token: Any, value: Any) -> None: ...
     def moved(self, node: SimNode, jobs: tuple[JobRecord, ...]) -> None: ...
+    def enqueue_sent(self, node: SimNode, job_id: bytes) -> None: ...
+    def enqueued(self, node: SimNode, job_id: bytes) -> None: ...
+
+
+def enqueue_ids(message: Message) -> list[bytes]:
+    """The jobs an ENQUEUE names: membership merges those to one node (JobIdBatch)."""
+    if type(message) is Enqueue:
+        return [message.id]
+    if type(message) is JobIdBatch and message.kind == MessageType.ENQUEUE:
+        return [job_id for job_id, _ in message.entries]
+    return []
 
 
 def node_name(index: int) -> bytes:
@@ -101,7 +123,7 @@ class SimNode:
         self._core_at = None
         self._repl_armed = False
         if self.nodes_conf is not None:
-            self.membership.load(parse_nodes_conf(self.nodes_conf, now))
+            self.state.load_nodes(parse_nodes_conf(self.nodes_conf, now))
         self.encoder = RecordEncoder(self.name)
         if self.aof_on:
             data = bytes(self.aof)
@@ -147,10 +169,13 @@ class SimNode:
 
     def block(self, queue: bytes, count: int, timeout_ms: int) -> list[bytes]:
         """A blocking GETJOB: the jobs at once, or [] and the client waits; what comes
-        later (federation) lands in `woken` for the history to take."""
+        later (federation) lands in `woken` for the history to take. CommandError
+        (-LEAVING) on a leaving node with nothing queued."""
         args = GetJobArgs([queue], count, timeout_ms)
-        jobs = self.core.get_job(args, None, self.net.now)
-        self.after(None)
+        try:
+            jobs = self.core.get_job(args, None, self.net.now)
+        finally:
+            self.after(None)
         return [job.id for job in jobs] if isinstance(jobs, list) else []
 
     def ack(self, ids: list[bytes]) -> int:
@@ -169,6 +194,16 @@ class SimNode:
         self.after(None)
         return done
 
+    @property
+    def leaving(self) -> bool:
+        return self.alive and self.core.leaving
+
+    def set_leaving(self, leaving: bool) -> None:
+        """CLUSTER LEAVING yes|no: the core first, then membership, as cmd_admin does."""
+        self.core.set_leaving(leaving)
+        self.membership.set_leaving(leaving)
+        self.after(None)
+
     def meet(self, index: int) -> None:
         self.membership.meet(IP, BASE_PORT + index, self.net.now)
         self.after(None)
@@ -180,7 +215,12 @@ class SimNode:
             self.membership.receive(message, outbound, IP, IP, now)
             self.after(via)
             return
-        self.state.route_job_message(message, now)
+        held = [job_id for job_id in enqueue_ids(message) if job_id in self.core.jobs]
+        if self.state.route_job_message(message, now):
+            # Only ENQUEUE queues an externally replicated at-most-once job: the ledger
+            # must know whether one reached a holder.
+            for job_id in held:
+                self.observer.enqueued(self, job_id)
         self.after(None)
 
     def _cron(self, incarnation: int) -> None:
@@ -215,11 +255,14 @@ class SimNode:
         self._busy = True
         try:
             membership = self.membership
-            while membership.actions:
+            while membership.actions or membership.pending_sends:
                 for action in membership.take_actions():
                     message = getattr(action, "message", None)
                     if type(message) is YourJobs:  # at-most-once jobs leave no copy
                         self.observer.moved(self, message.jobs)
+                    elif message is not None:
+                        for job_id in enqueue_ids(message):
+                            self.observer.enqueue_sent(self, job_id)
                     self.net.execute(self.index, action, via)
             self.state.update_view()
             for effect in self.core.take_replies():

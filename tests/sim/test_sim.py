@@ -2,7 +2,8 @@
 
 SIM_SEEDS=<n> runs n seeds (300 by default, in chunks of 100) from SIM_SEED_START (0);
 SIM_SEED=<s> replays one seed. A failing seed's message ends with its replay command;
-the totals (histories, jobs, deliveries, duplicates, acks, faults) print at the end.
+the totals (histories, jobs, deliveries, duplicates, acks, faults, and for graceful leave:
+leaves, external adds, jobs handed over, GETJOBs refused -LEAVING) print at the end.
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ def test_messages_take_the_wire_format_or_not_alike() -> None:
     """The codec round trip changes nothing a node sees: same outcome without it."""
     with_wire, without = run_history(11), run_history(11, wire=False)
     assert with_wire.line() == without.line()
+
+
+def test_histories_leave_the_cluster() -> None:
+    """Graceful leave is in the histories: nodes leave, ADDJOBs on them replicate
+    externally, they hand jobs over, and blocking GETJOBs on them get -LEAVING."""
+    totals, failures = run_range(range(10))
+    assert not failures, "\n".join(failures)
+    assert totals.leaves and totals.external_adds, totals.line()
+    assert totals.handed_over and totals.leaving_refused, totals.line()
 
 
 @pytest.mark.parametrize("name", sorted(PLANTS))
