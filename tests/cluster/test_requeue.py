@@ -20,12 +20,37 @@ def queued_copies(nodes: list[NodeProcess], queue: str = "q") -> int:
 
 def watch_queued(nodes: list[NodeProcess], seconds: float) -> int:
     """The most copies queued at once, sampled over `seconds`."""
-    most = 0
+    return watch(nodes, seconds)[0]
+
+
+# Two holders can queue the same job at once (both RETRY timers firing while their
+# WILLQUEUEs cross, or are slow under load); QUEUED's node-ID tie-break then dequeues one
+# within a round trip. What must never be is a second copy that stays queued.
+MAX_DOUBLE_S = 0.5
+
+
+def watch(nodes: list[NodeProcess], seconds: float) -> tuple[int, float]:
+    """(most copies queued at once, longest time more than one stayed queued)."""
+    most, longest, since = 0, 0.0, None
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        most = max(most, queued_copies(nodes))
+    while (now := time.monotonic()) < deadline:
+        copies = queued_copies(nodes)
+        most = max(most, copies)
+        if copies > 1:
+            since = now if since is None else since
+            longest = max(longest, now - since)
+        else:
+            since = None
         time.sleep(0.02)
-    return most
+    return most, longest
+
+
+def requeued_once(nodes: list[NodeProcess], seconds: float) -> None:
+    """Over `seconds`: the job stays queued, and a second queued copy never lasts."""
+    most, longest = watch(nodes, seconds)
+    print(f"most copies queued at once: {most}; a second one lasted {longest:.2f} s at most")
+    assert most >= 1 and longest < MAX_DOUBLE_S
+    wait_for(lambda: queued_copies(nodes) == 1, "one queued copy", deadline_s=MAX_DOUBLE_S * 2)
 
 
 def test_consumed_but_unacked_is_requeued_once(tmp_path: Path, cluster: list[NodeProcess]) -> None:
@@ -35,7 +60,7 @@ def test_consumed_but_unacked_is_requeued_once(tmp_path: Path, cluster: list[Nod
     assert client.execute_command("GETJOB", "FROM", "q")[0][1] == job_id
     wait_for(lambda: queued_copies(cluster) == 1, "requeued after RETRY 1")
     # Three RETRY periods later still one queued copy in the whole cluster.
-    assert watch_queued(cluster, 3.0) == 1
+    requeued_once(cluster, 3.0)
     counters = [show(node, job_id)[b"additional-deliveries"] for node in cluster]  # type: ignore[index]
     print("additional-deliveries per node:", counters)
     assert max(counters) >= 1
@@ -63,7 +88,7 @@ def test_a_holder_requeues_when_the_queueing_node_is_gone(
     kill(cluster[0])
     survivors = cluster[1:]
     wait_for(lambda: queued_copies(survivors) >= 1, "a surviving holder queued it")
-    assert watch_queued(survivors, 2.5) == 1  # one of the two, not both
+    requeued_once(survivors, 2.5)  # one of the two, not both
     holder = next(n for n in survivors if n.client().execute_command("QLEN", "q"))
     assert holder.client().execute_command("GETJOB", "FROM", "q")[0][1] == job_id
 
