@@ -2,7 +2,8 @@
 
 `PressureQueue` is the blocking client, `AsyncPressureQueue` its asyncio twin; both follow
 the pressure specification's 12-key layout and command sequences, so they share queues with
-any other conforming client. See docs/pressure.md.
+any other conforming client. An uncontended put or get runs its sequence as one Lua script
+(one round trip) with the same effects. See docs/pressure.md.
 """
 
 from conveyor.pressure.aio import AsyncPressureQueue

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.retry import Retry
+from redis.exceptions import NoScriptError
 
 from conveyor.pressure import protocol
 from conveyor.pressure.config import (
@@ -21,13 +22,27 @@ from conveyor.pressure.config import (
     no_backoff,
 )
 from conveyor.pressure.errors import QueueClosed
-from conveyor.pressure.protocol import Batch, QueueStats, Step, UnlockResult
+from conveyor.pressure.protocol import Batch, Eval, QueueStats, Step, UnlockResult
 from conveyor.pressure.queue import Data, QueueSettings, encode, translate
 
 T = TypeVar("T")
 
 
-async def _execute(client: aredis.Redis, batch: Batch) -> list[Any]:
+async def _eval(client: aredis.Redis, call: Eval) -> Any:
+    # As queue._eval: EVALSHA, and EVAL when the server does not have the script (yet).
+    try:
+        return await client.execute_command(
+            "EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args
+        )
+    except NoScriptError:
+        return await client.execute_command(
+            "EVAL", call.script.source, len(call.keys), *call.keys, *call.args
+        )
+
+
+async def _execute(client: aredis.Redis, batch: Batch | Eval) -> list[Any]:
+    if isinstance(batch, Eval):
+        return [await _eval(client, batch)]
     if len(batch.commands) == 1 and not batch.transaction:
         return [await client.execute_command(*batch.commands[0])]
     pipe = client.pipeline(transaction=batch.transaction)

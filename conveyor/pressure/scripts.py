@@ -1,0 +1,259 @@
+"""The Lua scripts of the put and get fast paths, and how their replies map to errors.
+
+Each script is the command batches the operation used to send one after the other, with the
+client's decisions between them moved into Lua, so a put or a get that needs no waiting is
+one round trip (EVALSHA) instead of three. A script runs atomically, so its effects are
+those of one possible interleaving of the batches it replaces: the same commands on the same
+keys with the same values, in the same order. Clients that follow the specification's
+command sequences therefore see nothing new. The only liberties leave the data as it was:
+where the old code read `:bound` or `:closed` twice, a script reads it once (nothing can
+change it in between inside a script); put's `LLEN` before its push becomes the push's own
+reply; a token push skips its `LTRIM` when the `LPUSH` made a one-element list.
+
+Scripts cannot block, so where the old sequence waited (for the role, for room, for an
+element), the script stops and answers WAIT or BUSY; the client waits with chunked BRPOPs
+(see `steps`) and then runs the same script again from a later `stage`:
+
+- put: "take" (no token held) -> "held" (producer role taken by BRPOP) -> "room" (a
+  `:not_full` token taken by BRPOP too);
+- get: "take" -> "held" -> "item" (the element was popped by BRPOP).
+
+Failures (a key holding the wrong type): the counter and token commands of the last group
+run even when one of them fails, as in EXEC; a failing read or pop before them stops the
+script. Either way the tokens the script holds go back, and it answers {"ERROR", message}
+instead of raising, so that an error *reply* always means Redis refused to run it (see
+`steps.run_script`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from conveyor.pressure.errors import PressureProtocolError, QueueEmpty, QueueFull
+from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.steps import WAIT, Eval, LuaScript, closed_error, missing
+
+# Stages (where in the old sequence the script starts) and the statuses it answers with.
+TAKE, HELD, ROOM, ITEM = "take", "held", "room", "item"
+OK, BUSY = b"OK", b"BUSY"
+MISSING, CLOSED, FULL, EMPTY = b"MISSING", b"CLOSED", b"FULL", b"EMPTY"
+BADINT, ERROR = b"BADINT", b"ERROR"
+
+_PRELUDE = """
+local failed = nil
+
+-- A command of what used to be one MULTI: it runs even if an earlier one failed, and the
+-- first failure is reported at the end, as EXEC would.
+local function try(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err and not failed then
+    failed = reply.err
+  end
+  return reply
+end
+
+-- The protocol's token push (steps.push_token): LPUSH key 0, LTRIM key 0 0. The LTRIM is
+-- left out when the LPUSH made a one-element list, where it would remove nothing.
+local function token(key)
+  local size = try('LPUSH', key, 0)
+  if size ~= 1 then
+    try('LTRIM', key, 0, 0)
+  end
+end
+
+-- Python's int() of a :bound value (digits, a sign, blanks around), or nil.
+local function integer(raw)
+  local digits = string.match(raw, '^%s*([-+]?%d+)%s*$')
+  return digits and tonumber(digits)
+end
+
+local function message(err)
+  if type(err) == 'table' and err.err then
+    return err.err
+  end
+  return tostring(err)
+end
+"""
+
+# KEYS: :bound :closed :producer_free :producer :not_full list :stats:produced_messages
+#       :stats:produced_bytes.  ARGV: stage, uid, data, block ("1"/"0").
+_PUT = """
+local stage, uid, data, block = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local held = stage ~= 'take'   -- we hold the producer token
+local room = stage == 'room'   -- we hold a :not_full token (at the end: push one)
+local keep = false             -- answer WAIT: the client keeps the role and waits for room
+
+local function put()
+  local bound, closed
+  if stage == 'take' then
+    -- [GET :bound, EXISTS :closed, RPOP :producer_free]
+    bound = redis.call('GET', KEYS[1])
+    closed = redis.call('EXISTS', KEYS[2])
+    held = redis.call('RPOP', KEYS[3]) ~= false
+    if not bound then return {'MISSING'} end
+    if closed == 1 then return {'CLOSED'} end
+    if not held then return {'BUSY'} end
+  end
+  if stage == 'room' then
+    -- [GET :bound, LLEN list], after BRPOP :not_full (the LPUSH below answers the length)
+    bound = redis.call('GET', KEYS[1])
+    if not bound then return {'MISSING'} end
+  else
+    -- [SET :producer uid, GET :bound, EXISTS :closed, RPOP :not_full, LLEN list]
+    redis.call('SET', KEYS[4], uid)
+    if stage == 'held' then
+      bound = redis.call('GET', KEYS[1])
+      closed = redis.call('EXISTS', KEYS[2])
+    end
+    room = redis.call('RPOP', KEYS[5]) ~= false
+    if not bound then return {'MISSING'} end
+    if closed == 1 then return {'CLOSED'} end
+    if not room then
+      keep = block
+      return {block and 'WAIT' or 'FULL'}
+    end
+  end
+  local limit = integer(bound)
+  if not limit then return {'BADINT', bound} end
+  -- [LPUSH list data, INCR, INCRBY, (token :not_full), token :producer_free]. The old
+  -- client compared the bound with LLEN + 1 (LLEN read before the push): in a script that
+  -- is exactly the length LPUSH answers.
+  -- If the push itself fails (the list holds another type) we stop there, giving back the
+  -- room and the role, as the old client did when its LLEN failed before this group.
+  local size = redis.call('LPUSH', KEYS[6], data)
+  try('INCR', KEYS[7])
+  try('INCRBY', KEYS[8], #data)
+  room = limit == 0 or size < limit
+  return {'OK'}
+end
+
+local ok, reply = pcall(put)
+if not ok then reply = {'ERROR', message(reply)} end
+if not keep then
+  if room then token(KEYS[5]) end
+  if held then token(KEYS[3]) end
+end
+if failed and reply[1] ~= 'ERROR' then reply = {'ERROR', failed} end
+return reply
+"""
+
+# KEYS: :bound :consumer_free :consumer :closed list :not_full :stats:consumed_messages
+#       :stats:consumed_bytes.  ARGV: stage, uid, block ("1"/"0"), element length ("item").
+_GET = """
+local stage, uid, block = ARGV[1], ARGV[2], ARGV[3] == '1'
+local held = stage ~= 'take'   -- we hold the consumer token
+local keep = false             -- answer WAIT: the client keeps the role and waits
+
+local function get()
+  local bound, item, length
+  if stage == 'take' then
+    -- [GET :bound, RPOP :consumer_free]
+    bound = redis.call('GET', KEYS[1])
+    held = redis.call('RPOP', KEYS[2]) ~= false
+    if not bound then return {'MISSING'} end
+    if not held then return {'BUSY'} end
+  end
+  if stage == 'item' then
+    -- [GET :bound, LLEN list], after BRPOP list (LLEN below, when the bound needs it)
+    bound = redis.call('GET', KEYS[1])
+    length = tonumber(ARGV[4])
+  else
+    -- [SET :consumer uid, GET :bound, EXISTS :closed, RPOP list, LLEN list]
+    redis.call('SET', KEYS[3], uid)
+    if stage == 'held' then
+      bound = redis.call('GET', KEYS[1])
+    end
+    item = redis.call('RPOP', KEYS[5])
+    if not bound then return {'MISSING'} end
+    if not item then
+      -- Read-only reads can move within a script: :closed is what it was before the RPOP.
+      if redis.call('EXISTS', KEYS[4]) == 1 then return {'CLOSED'} end
+      keep = block
+      return {block and 'WAIT' or 'EMPTY'}
+    end
+    length = #item
+  end
+  -- [INCR, INCRBY, (token :not_full), token :consumer_free]. :bound is gone only when a
+  -- delete started after our pop; it removes :not_full anyway.
+  try('INCR', KEYS[7])
+  try('INCRBY', KEYS[8], length)
+  if bound then
+    local limit = integer(bound)
+    if not limit then return {'BADINT', bound} end
+    if limit == 0 or redis.call('LLEN', KEYS[5]) < limit then token(KEYS[6]) end
+  end
+  if item then return {'OK', item} end
+  return {'OK'}
+end
+
+local ok, reply = pcall(get)
+if not ok then reply = {'ERROR', message(reply)} end
+if held and not keep then token(KEYS[2]) end
+if failed and reply[1] ~= 'ERROR' then reply = {'ERROR', failed} end
+return reply
+"""
+
+PUT = LuaScript("pressure-put", _PRELUDE + _PUT)
+GET = LuaScript("pressure-get", _PRELUDE + _GET)
+
+
+@lru_cache(maxsize=1024)
+def _put_keys(keys: QueueKeys) -> tuple[str, ...]:
+    # Cached: the fast path is one round trip, so building eight key names per call shows.
+    return (
+        keys.bound,
+        keys.closed,
+        keys.producer_free,
+        keys.producer,
+        keys.not_full,
+        keys.queue,
+        keys.produced_messages,
+        keys.produced_bytes,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _get_keys(keys: QueueKeys) -> tuple[str, ...]:
+    return (
+        keys.bound,
+        keys.consumer_free,
+        keys.consumer,
+        keys.closed,
+        keys.queue,
+        keys.not_full,
+        keys.consumed_messages,
+        keys.consumed_bytes,
+    )
+
+
+def put_call(keys: QueueKeys, stage: str, uid: str, data: bytes, block: bool) -> Eval:
+    return Eval(PUT, _put_keys(keys), (stage, uid, data, 1 if block else 0))
+
+
+def get_call(keys: QueueKeys, stage: str, uid: str, block: bool, length: int = 0) -> Eval:
+    return Eval(GET, _get_keys(keys), (stage, uid, 1 if block else 0, length))
+
+
+def check(keys: QueueKeys, reply: list[Any]) -> None:
+    """Raise the error a failed script's reply stands for (OK, BUSY and WAIT pass)."""
+    status = reply[0]
+    if status == MISSING:
+        raise missing(keys)
+    if status == CLOSED:
+        raise closed_error(keys)
+    if status == FULL:
+        raise QueueFull(f"queue {keys.name!r} is full")
+    if status == EMPTY:
+        raise QueueEmpty(f"queue {keys.name!r} is empty")
+    if status == BADINT:
+        raise PressureProtocolError(f"key {keys.bound!r} holds {reply[1]!r}, not an integer")
+    if status == ERROR:
+        # A Redis error inside the script; the driver turns it into PressureProtocolError
+        # naming the server, like an error reply to a MULTI/EXEC.
+        message = reply[1].decode("utf-8", "replace") if isinstance(reply[1], bytes) else reply[1]
+        raise ResponseError(message)
+    if status not in (OK, BUSY, WAIT):
+        raise PressureProtocolError(f"unexpected reply {reply!r} from script")
