@@ -21,7 +21,6 @@ import argparse
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,24 +33,10 @@ from pathlib import Path
 
 import redis
 
-from bench.node_bench import redis_benchmark
+from bench.node_common import free_port_pair, redis_benchmark
 
 BODY = "x" * 100
 NODE_TIMEOUT_MS = 2000
-
-
-def free_pair() -> int:
-    rand = random.Random()
-    for _ in range(200):
-        port = rand.randrange(20000, 45000)
-        try:
-            with socket.socket() as one, socket.socket() as two:
-                one.bind(("127.0.0.1", port))
-                two.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port pair")
 
 
 class Node:
@@ -108,7 +93,7 @@ def cluster(kind: Callable[[int, Path], list[str]], count: int) -> Iterator[list
     nodes = []
     try:
         for index in range(count):
-            port = free_pair()
+            port = free_port_pair()
             nodes.append(Node(kind(port, base / f"n{index}"), base / f"n{index}", port))
             nodes[-1].start()
         for node in nodes[1:]:

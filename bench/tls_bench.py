@@ -10,8 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bench.cluster_bench import free_pair
 from bench.node_bench import _RPS, BENCH_CLIENTS
+from bench.node_common import free_port_pair
 from tests.pki import make_pki, tls_args
 from tests.servers import NodeProcess
 
@@ -34,7 +34,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="conveyor-tls-bench-") as scratch:
         base = Path(scratch)
         pki = make_pki(base)
-        tls_port = free_pair()
+        tls_port = free_port_pair()
         node = NodeProcess(base / "node", "--tls-port", str(tls_port), *tls_args(pki))
         try:
             tls = ["--tls", "--cacert", str(pki["ca"][0])]

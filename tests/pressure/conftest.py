@@ -54,3 +54,12 @@ def make_queue(redis_server: RedisServer, raw: redis.Redis, prefix: str) -> Iter
     yield factory
     for queue in made:
         queue.disconnect()
+
+
+@pytest.fixture
+def spec_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A client for the seed-following reference client, which blocks with BRPOP ... 0:
+    no client-side read timeout."""
+    client = redis_server.client(socket_timeout=None)
+    yield client
+    client.close()

@@ -11,38 +11,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
-from pressure_helpers import QueueFactory, RedisServer, wait_until
+from pressure_helpers import QueueFactory, RedisServer, background, wait_until
 from pressure_spec_client import QueueEmptyError, QueueFullError, SpecClient
 
 from conveyor.pressure import AsyncPressureQueue, QueueEmpty, QueueFull, QueueInUse
 
 STILL_BLOCKED = 0.3
-
-
-@pytest.fixture
-def spec_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    # The reference code blocks with BRPOP ... 0, so no client-side read timeout.
-    client = redis_server.client(socket_timeout=None)
-    yield client
-    client.close()
-
-
-def background(action: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            action()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, errors
 
 
 def test_messages_cross_both_ways_through_the_fast_path(

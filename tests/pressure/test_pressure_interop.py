@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 
 import pytest
 import redis
-from pressure_helpers import QueueFactory, RedisServer, keyspace, wait_until
+from pressure_helpers import QueueFactory, background, keyspace, wait_until
 from pressure_spec_client import (
     QueueClosedError,
     QueueEmptyError,
@@ -22,28 +21,6 @@ COUNT = 200
 STILL_BLOCKED = 0.3
 
 
-@pytest.fixture
-def spec_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    # The reference code blocks with BRPOP ... 0, so no client-side read timeout.
-    client = redis_server.client(socket_timeout=None)
-    yield client
-    client.close()
-
-
-def run(target: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
-    errors: list[BaseException] = []
-
-    def wrapper() -> None:
-        try:
-            target()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=wrapper, daemon=True)
-    thread.start()
-    return thread, errors
-
-
 def test_spec_producer_library_consumer(
     make_queue: QueueFactory, spec_redis: redis.Redis, raw: redis.Redis, prefix: str
 ) -> None:
@@ -56,7 +33,7 @@ def test_spec_producer_library_consumer(
             spec.put(item)
         spec.close()
 
-    producer, errors = run(produce)
+    producer, errors = background(produce)
     q = make_queue(client_uid="lib-consumer")
     assert list(q) == items
     producer.join(30)
@@ -84,7 +61,7 @@ def test_library_producer_spec_consumer(
             q.put(item)
         q.close()
 
-    producer, errors = run(produce)
+    producer, errors = background(produce)
     spec = SpecClient(spec_redis, prefix, "q", "spec-consumer")
     received = []
     while True:
@@ -135,7 +112,7 @@ def test_roles_are_exclusive_across_implementations(
     q.create(bound=1)
     q.put("a")
     spec = SpecClient(spec_redis, prefix, "q", "spec-producer")
-    blocked_put, errors = run(lambda: spec.put(b"b"))  # holds the role, waits for room
+    blocked_put, errors = background(lambda: spec.put(b"b"))  # holds the role, waits for room
     wait_until(lambda: raw.get(q.keys.producer) == b"spec-producer")
     with pytest.raises(QueueInUse):
         q.put_nowait("x")
@@ -144,7 +121,7 @@ def test_roles_are_exclusive_across_implementations(
     assert not blocked_put.is_alive() and errors == []
     # And the other way round: a library consumer waiting on an empty queue holds its role.
     assert q.get() == b"b"
-    waiting_get, get_errors = run(make_queue().get)
+    waiting_get, get_errors = background(make_queue().get)
     wait_until(lambda: raw.llen(q.keys.consumer_free) == 0)
     with pytest.raises(QueueInUseError):
         spec.get_nowait()
@@ -158,7 +135,7 @@ def test_spec_delete_wakes_library_consumer(
 ) -> None:
     q = make_queue()
     q.create()
-    consumer, errors = run(q.get)
+    consumer, errors = background(q.get)
     wait_until(lambda: raw.llen(q.keys.consumer_free) == 0)
     consumer.join(STILL_BLOCKED)
     assert consumer.is_alive()
@@ -175,7 +152,7 @@ def test_library_delete_wakes_spec_consumer(
     q = make_queue()
     q.create()
     spec = SpecClient(spec_redis, prefix, "q", "spec-consumer")
-    consumer, errors = run(spec.get)
+    consumer, errors = background(spec.get)
     wait_until(lambda: raw.get(q.keys.consumer) == b"spec-consumer")
     consumer.join(STILL_BLOCKED)
     assert consumer.is_alive()
