@@ -267,6 +267,10 @@ class Connection(asyncio.Protocol):
             self.write(b"".join(out))
             self.close_after_error()
         else:
+            if server.core.replies:
+                # Clients this read woke (a consumer blocked in GETJOB) are answered before
+                # this one: each write wakes its reader, and the woken one is the waiter.
+                server.deliver_replies()
             if out:
                 self.write(b"".join(out))
             # Once per read: does the parser hold the start of a request?

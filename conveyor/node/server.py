@@ -365,9 +365,7 @@ class Server(ClientBuffers, JobEventConsumers):
             or (cluster.bus is not None and cluster.bus.unflushed)
         ):
             cluster.flush()
-        # Resuming a woken client runs its pipelined requests, which may wake others.
-        while core.replies:
-            self._deliver_replies(core.take_replies())
+        self.deliver_replies()
         if core.job_events:
             self.drain_job_events()
         if core.messages:
@@ -384,6 +382,13 @@ class Server(ClientBuffers, JobEventConsumers):
         if self._event_log_timer is None and self.event_log is not None and self.event_log.parts:
             assert self.loop is not None
             self._event_log_timer = self.loop.call_later(EVENT_LOG_FLUSH_S, self._flush_event_log)
+
+    def deliver_replies(self) -> None:
+        """What the core owes other clients (woken GETJOBs, replicated ADDJOBs)."""
+        core = self.core
+        # Resuming a woken client runs its pipelined requests, which may wake others.
+        while core.replies:
+            self._deliver_replies(core.take_replies())
 
     def _deliver_replies(self, replies: list[WokenGetJob | Reply]) -> None:
         # Replies of deferred ADDJOBs, per client: one write each for the whole batch.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conveyor.node.commands import build_table
 from conveyor.node.config import Config
+from conveyor.node.connection import Connection
 from conveyor.node.server import Server
 
 
@@ -48,3 +49,52 @@ def test_a_table_is_built_per_server() -> None:
     assert first[b"ping"] is not second[b"ping"]
     renamed = build_table({"debug": "", "config": "cfg"})
     assert b"debug" not in renamed and b"config" not in renamed and b"cfg" in renamed
+
+
+class RecordingTransport:
+    """Writes go to one list shared by every connection: the order they left the node."""
+
+    def __init__(self, name: str, sent: list[tuple[str, bytes]]) -> None:
+        self.name, self.sent = name, sent
+
+    def write(self, data: bytes) -> None:
+        self.sent.append((self.name, data))
+
+    def get_extra_info(self, key: str) -> object:
+        return None
+
+    def is_closing(self) -> bool:
+        return False
+
+    def is_reading(self) -> bool:
+        return True
+
+
+class NoTimers:
+    def call_later(self, delay: float, callback: object, *args: object) -> Handle:
+        return Handle()
+
+    def call_soon(self, callback: object, *args: object) -> Handle:
+        return Handle()
+
+
+class Handle:
+    def cancel(self) -> None:
+        pass
+
+
+def test_a_woken_consumer_is_answered_before_the_producer(tmp_path: Path) -> None:
+    """Each write wakes its reader; the consumer blocked in GETJOB is the one waiting for
+    the job, so its reply leaves first (the add-to-receive latency)."""
+    server = make_server(tmp_path, "a" * 40)
+    server.loop = NoTimers()  # type: ignore[assignment]
+    sent: list[tuple[str, bytes]] = []
+    consumer, producer = Connection(server), Connection(server)
+    for name, conn in (("consumer", consumer), ("producer", producer)):
+        conn.connection_made(RecordingTransport(name, sent))  # type: ignore[arg-type]
+    consumer.data_received(b"GETJOB TIMEOUT 0 FROM q\r\n")
+    assert sent == [] and consumer.waiter is not None
+    producer.data_received(b"ADDJOB q body 0\r\nPING\r\n")
+    assert [name for name, _ in sent] == ["consumer", "producer"]
+    job_id = sent[1][1].split(b"\r\n")[0][1:]
+    assert job_id in sent[0][1] and sent[1][1].endswith(b"+PONG\r\n")
