@@ -56,7 +56,7 @@ class Federation:
         self.waiting: set[bytes] = set()  # queues with clients blocked here
         self._turn = 0  # round robin over the targets of a hand-over
         self._receiving = False  # taking YOURJOBS: what is queued now stays here
-        self.taken_once = TakenOnce()  # at-most-once jobs taken by YOURJOBS
+        self.taken_once = TakenOnce()  # at-most-once jobs taken by YOURJOBS, per sender
         self._ready: dict[bytes, JobQueue] = {}  # queues to push when actions are taken
         self._ready_ms = 0  # the batch's clock
         core.wanted_queues = self.wanted
@@ -239,8 +239,15 @@ class Federation:
     def _take(self, record: JobRecord, header: Header, now_ms: int) -> None:
         core = self.core
         job = core.jobs.get(record.id)
-        if job is None and not record.retry and not self.taken_once.first_time(record.id):
-            return  # a copy of a YOURJOBS already taken (delivered, acked meanwhile)
+        # A second copy of a YOURJOBS must not bring back an at-most-once job delivered
+        # and acked meanwhile; but the job may come back for real, moved on and returned
+        # by another node: what was taken is remembered per sender.
+        if (
+            job is None
+            and not record.retry
+            and not self.taken_once.first_time(record.id + header.sender)
+        ):
+            return
         if job is None:
             job = core.import_job(record, now_ms, etime_relative=True)
             if job is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from conveyor.cluster.actions import Send
-from conveyor.cluster.messages import GotJob, ReplJob
+from conveyor.cluster.messages import GotJob, ReplJob, YourJobs
 from conveyor.cluster.replication import EXTRA_TARGET_MS
 from conveyor.cluster.state import ClusterState
 from conveyor.core.args import AddJobArgs
@@ -72,3 +72,19 @@ def test_an_at_most_once_copy_sent_again_is_not_taken_again() -> None:
     holder.replication.receive_repljob(repljob, now + 60)  # the origin's resend
     assert record.id not in holder.core.jobs
     assert [s.name for s in sends(holder, GotJob)] == [name(1)]  # answered all the same
+
+
+def test_an_at_most_once_job_moved_on_may_come_back_from_another_node() -> None:
+    """YOURJOBS: the same message again is refused, but a node that got the job from
+    this one and gives it back moves it for real (refusing it would lose it)."""
+    [a, b, c], now = states(3)
+    job = c.core.add_job(AddJobArgs(b"q", b"x", 1, 0, 0, None, None, False), now)
+    record = job_record(job, c.membership.name, now, for_bus=True)
+    from_c = YourJobs(c.membership.header(), (record,))
+    a.federation.receive_yourjobs(from_c, now)
+    assert a.core.qlen(b"q") == 1
+    a.core.del_jobs([record.id], now)  # moved on to b (at-most-once: no copy kept)
+    a.federation.receive_yourjobs(from_c, now + 10)  # a copy of c's message
+    assert a.core.qlen(b"q") == 0
+    a.federation.receive_yourjobs(YourJobs(b.membership.header(), (record,)), now + 20)
+    assert a.core.qlen(b"q") == 1  # b gave it back
