@@ -14,13 +14,20 @@ NODE_ID = "4c206d18" + "0" * 32
 ID_RE = re.compile(rb"^D-4c206d18-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")
 
 
-def test_random_part_is_the_high_144_bits_of_sha1_of_seed_and_counter() -> None:
+def test_random_part_is_the_seeds_shake128_stream_in_base64() -> None:
+    """ID n's 24 characters are the n-th 18 bytes of SHAKE-128(seed || block), block by
+    block of 512 IDs: reproducible from the seed, unguessable without it."""
     seed = bytes(range(20))
     generator = JobIdGenerator(NODE_ID, seed)
-    for counter in (1, 2, 3):
-        job_id = generator.next_id(86400, 300)
-        digest = hashlib.sha1(seed + counter.to_bytes(8, "little")).digest()
-        assert job_id[11:35] == base64.b64encode(digest[:18])
+    ids = [generator.next_id(86400, 300) for _ in range(1030)]
+
+    def block(number: int) -> bytes:
+        return hashlib.shake_128(seed + number.to_bytes(8, "little")).digest(18 * 512)
+
+    stream = block(1) + block(2) + block(3)
+    for index in (0, 1, 511, 512, 513, 1023, 1024, 1029):  # across block boundaries
+        job_id = ids[index]
+        assert job_id[11:35] == base64.b64encode(stream[18 * index : 18 * (index + 1)])
         assert ID_RE.match(job_id)
         assert len(job_id) == 40
 
