@@ -32,10 +32,12 @@ def _bindable(port: int) -> bool:
 
 
 def free_port_run(count: int) -> int:
-    """A base port such that base..base+count-1 and their bus ports were free just now."""
+    """A base port such that base..base+count-1 and their bus ports were free just now.
+    Client ports stay below Linux's ephemeral range (32768 up), where connections made
+    meanwhile (the supervisor's PINGs) could take one before its node binds it."""
     rand = random.Random()
     for _ in range(200):
-        base = rand.randrange(20000, 55535 - count)
+        base = rand.randrange(20000, 32768 - count)
         ports = [base + i for i in range(count)]
         if all(_bindable(p) and _bindable(p + 10000) for p in ports):
             return base
@@ -68,7 +70,11 @@ def supervised(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes], P
         command += ["--cluster-node-timeout", "1000"]
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: b"one cluster" in log.read_bytes(), "the supervisor's ready line")
+        deadline = time.monotonic() + 90  # three node starts and a MEET, on a loaded CI
+        while b"one cluster" not in log.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"no ready line; the supervisor said:\n{log.read_text()}")
+            time.sleep(0.1)
         yield base, process, log
     finally:
         if process.poll() is None:
