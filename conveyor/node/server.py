@@ -365,7 +365,8 @@ class Server(ClientBuffers, JobEventConsumers):
             or (cluster.bus is not None and cluster.bus.unflushed)
         ):
             cluster.flush()
-        self.deliver_replies()
+        if core.replies:
+            self.deliver_replies()
         if core.job_events:
             self.drain_job_events()
         if core.messages:
