@@ -21,10 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conveyor.core.args import EngineConfig
-from conveyor.core.effects import Reply, WokenGetJob
 from conveyor.core.errors import OOM, CommandError
 from conveyor.core.node import NodeCore
-from conveyor.core.waiters import Waiter
 from conveyor.node import access, gc_policy, nodeid, tls
 from conveyor.node.aof import AofDriver
 from conveyor.node.aof_load import load_at_start
@@ -34,25 +32,19 @@ from conveyor.node.commands import build_table
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection, now_ms
 from conveyor.node.consumers import JobEventConsumers
-from conveyor.node.context import ClientContext
-from conveyor.node.deferred import ReplySlot
+from conveyor.node.effects import CoreEffects
 from conveyor.node.event_log import EventLog, EventLogCounters
-from conveyor.node.replies import encode_getjob_reply
 from conveyor.node.stats import Stats, rss_bytes
 from conveyor.protocol.resp import (
-    NULL_ARRAY_BYTES,
-    NULL_RESP3_BYTES,
     error,
 )
 
 log = logging.getLogger("conveyor.node")
 
 _perf_ns = time.perf_counter_ns
-# Buffered job events are written at most this long after they happen (event_log.py).
-EVENT_LOG_FLUSH_S = 1.0
 
 
-class Server(ClientBuffers, JobEventConsumers):
+class Server(ClientBuffers, JobEventConsumers, CoreEffects):
     """One node: the core facade driven by asyncio. Built by `from_config`, which does
     the I/O (node ID from the data directory, random seeds); __init__ does none."""
 
@@ -351,96 +343,6 @@ class Server(ClientBuffers, JobEventConsumers):
     @property
     def peak_memory(self) -> int:
         return self.core.peak_memory
-
-    # -- the core's effects ------------------------------------------------------------------
-    def after_io(self) -> None:
-        """Carry out what the core left after a batch: replies owed to other clients, job
-        events for their consumers, the timer for the next deadline."""
-        core = self.core
-        cluster = self.cluster
-        membership = cluster.membership
-        if (
-            membership.actions
-            or membership.pending_sends
-            or (cluster.bus is not None and cluster.bus.unflushed)
-        ):
-            cluster.flush()
-        if core.replies:
-            self.deliver_replies()
-        if core.job_events:
-            self.drain_job_events()
-        if core.messages:
-            # No cluster transport yet: a single node has nobody to send to.
-            log.warning("dropping %d messages for other nodes", len(core.take_messages()))
-        deadline = core.next_deadline()
-        if deadline is not None and (
-            self._timer_deadline is None or deadline < self._timer_deadline
-        ):
-            self._arm_timer(deadline)
-        # The log flushes itself when its buffer is full; the timer bounds how long an
-        # event waits otherwise, and is armed only while something is buffered, so an
-        # idle node stays asleep. Checked in the cheapest order: this runs per read.
-        if self._event_log_timer is None and self.event_log is not None and self.event_log.parts:
-            assert self.loop is not None
-            self._event_log_timer = self.loop.call_later(EVENT_LOG_FLUSH_S, self._flush_event_log)
-
-    def deliver_replies(self) -> None:
-        """What the core owes other clients (woken GETJOBs, replicated ADDJOBs)."""
-        core = self.core
-        # Resuming a woken client runs its pipelined requests, which may wake others.
-        while core.replies:
-            self._deliver_replies(core.take_replies())
-
-    def _deliver_replies(self, replies: list[WokenGetJob | Reply]) -> None:
-        # Replies of deferred ADDJOBs, per client: one write each for the whole batch.
-        filled: dict[Connection, list[bytes]] = {}
-        for effect in replies:
-            if isinstance(effect, WokenGetJob):
-                waiter = effect.waiter
-                conn: Connection = waiter.token
-                if conn.waiter is not waiter:
-                    continue
-                conn.waiter = None
-                jobs = effect.jobs
-                if jobs is None:
-                    conn.write(NULL_RESP3_BYTES if conn.protocol == 3 else NULL_ARRAY_BYTES)
-                else:
-                    conn.write(encode_getjob_reply(jobs, waiter.with_counters))
-            else:
-                token = effect.token
-                value = effect.value
-                data = error(value.message) if isinstance(value, CommandError) else value
-                if isinstance(token, ReplySlot):  # an ADDJOB's copies are confirmed
-                    ready = token.conn.fill(token, data)
-                    if ready:
-                        filled.setdefault(token.conn, []).append(ready)
-                    continue
-                conn = token
-                conn.write(data)
-            if conn.pending:
-                conn.resume_after_block()
-        for conn, parts in filled.items():
-            conn.write(b"".join(parts))
-            conn.drained()
-
-    def _arm_timer(self, deadline: int) -> None:
-        assert self.loop is not None
-        if self._timer is not None:
-            self._timer.cancel()
-        delay_s = max(deadline - now_ms(), 0) / 1000
-        self._timer_deadline = deadline
-        self._timer = self.loop.call_later(delay_s, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline = None
-        self.now = now_ms()
-        self.core.tick(self.now)
-        self.after_io()
-
-    def block(self, conn: ClientContext, waiter: Waiter) -> None:
-        """The client's GETJOB blocked: hold its later requests until it is answered."""
-        conn.waiter = waiter
 
 
 def configure_logging(config: Config) -> None:
