@@ -33,10 +33,10 @@ from conveyor.cluster.actions import (
     Move,
     Rename,
     Reply,
-    ResetLink,
     Send,
 )
 from conveyor.cluster.batching import coalesce
+from conveyor.cluster.failure import FailureDetection
 from conveyor.cluster.messages import (
     CLUSTER_OK,
     CONVEYOR_MARK,
@@ -57,13 +57,11 @@ from conveyor.cluster.messages import (
 )
 from conveyor.cluster.nodes import ClusterNode, gossip_sample, random_name
 
-CRON_HZ = 10  # Disque's clusterCron runs at hz = 10
 BLACKLIST_TTL_MS = 60_000  # a forgotten node is not re-added from gossip for this long
-FAIL_REPORT_VALIDITY = 2  # failure reports last this many node timeouts
 _UNREACHABLE = NODE_MYSELF | NODE_HANDSHAKE | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
 
 
-class Membership:
+class Membership(FailureDetection):
     def __init__(
         self, name: bytes, port: int, node_timeout_ms: int, rand: random.Random, now_ms: int
     ) -> None:
@@ -374,19 +372,6 @@ class Membership:
             return False
         return until is not None
 
-    def _mark_failing_if_needed(self, node: ClusterNode, now_ms: int) -> None:
-        if not node.flags & NODE_PFAIL or node.flags & NODE_FAIL:
-            return
-        oldest = now_ms - self.node_timeout_ms * FAIL_REPORT_VALIDITY
-        for reporter in [r for r, at in node.fail_reports.items() if at < oldest]:
-            del node.fail_reports[reporter]
-        if len(node.fail_reports) + 1 < self.size() // 2 + 1:
-            return
-        node.flags = (node.flags | NODE_FAIL) & ~NODE_PFAIL
-        node.fail_time_ms = now_ms
-        self.broadcast(Fail(self.header(), node.name))
-        self._changed()
-
     def send_to(self, names: Iterable[bytes], message: Message) -> None:
         """Queue `message` for each of these nodes that is known (past its handshake),
         ourselves excepted: how every job message to a job's holders goes out."""
@@ -400,55 +385,3 @@ class Membership:
         for node in self.nodes.values():
             if node.link_up and not node.flags & (NODE_MYSELF | NODE_HANDSHAKE):
                 self.actions.append(Send(node.name, message))
-
-    # -- the cron -------------------------------------------------------------------------
-    def cron(self, now_ms: int) -> None:
-        """Ten times a second: handshake timeouts, PINGs, PFAIL (clusterCron)."""
-        self.iteration += 1
-        if self.blacklist:  # FORGET entries end after a minute, looked up or not
-            self.blacklist = {n: t for n, t in self.blacklist.items() if t >= now_ms}
-        timeout = self.node_timeout_ms
-        handshake_timeout = max(timeout, 1000)
-        for node in list(self.nodes.values()):
-            if node.in_handshake and now_ms - node.ctime_ms > handshake_timeout:
-                self._delete(node)
-        if self.iteration % CRON_HZ == 0:
-            self._ping_oldest(now_ms)
-        for node in self.nodes.values():
-            if node.flags & (NODE_MYSELF | NODE_NOADDR | NODE_HANDSHAKE):
-                continue
-            if not node.link_up and not node.ping_sent_ms:
-                node.ping_sent_ms = now_ms  # cannot connect: unanswered from now on
-            waiting = node.ping_sent_ms and node.pong_received_ms < node.ping_sent_ms
-            if (
-                node.link_up
-                and waiting
-                and now_ms - node.link_since_ms > timeout
-                and now_ms - node.ping_sent_ms > timeout // 2
-            ):
-                node.link_up = False  # the link looks stuck: a new one
-                self.actions.append(ResetLink(node.name))
-            if node.link_up and not node.ping_sent_ms:
-                if now_ms - node.pong_received_ms > timeout // 2:
-                    self._ping(node, Ping, now_ms)
-                continue
-            if node.ping_sent_ms and now_ms - node.ping_sent_ms > timeout:
-                if not node.flags & (NODE_PFAIL | NODE_FAIL):
-                    node.flags |= NODE_PFAIL
-                    self._changed(config=False)
-                self._mark_failing_if_needed(node, now_ms)
-
-    def _ping_oldest(self, now_ms: int) -> None:
-        """Once a second: PING the one of five random nodes that answered longest ago."""
-        nodes = list(self.nodes.values())
-        oldest: ClusterNode | None = None
-        for _ in range(5):
-            node = self.rand.choice(nodes)
-            if not node.link_up or node.ping_sent_ms:
-                continue
-            if node.flags & (NODE_MYSELF | NODE_HANDSHAKE):
-                continue
-            if oldest is None or node.pong_received_ms < oldest.pong_received_ms:
-                oldest = node
-        if oldest is not None:
-            self._ping(oldest, Ping, now_ms)

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.cluster.actions import Action, Connect, Drop, Move, Rename, Reply, ResetLink, Send
+from conveyor.cluster.failure import CRON_HZ
 from conveyor.cluster.framing import mac_key
-from conveyor.cluster.membership import CRON_HZ, Membership
+from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     GOSSIP_CLASSES,
     NODE_HANDSHAKE,
