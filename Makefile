@@ -7,10 +7,10 @@ PORT      ?= 7711
 WEB_PORT  ?= 3333
 DATA      ?= ./data
 # Debian packages the test suite, the benchmarks and the Spark example drive for real.
-DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium prometheus openssl
+DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium prometheus openssl gcc python3-dev
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
-.PHONY: run test bench bench-pressure bench-spark lint sysdeps venv clean
+.PHONY: run test test-pure bench bench-pressure bench-spark lint sysdeps venv clean compile
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The modules of conveyor/compiled.py, built with Cython beside their .py (only those whose
+# source changed are rebuilt). A node loads a .so only when it is not older than its .py.
+compile: $(STAMP)
+	$(PY) scripts/compile.py
 
 # Installs what is missing only, so a machine that has everything does no network I/O.
 sysdeps:
@@ -29,6 +34,9 @@ sysdeps:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	command -v gcc >/dev/null || missing="$$missing gcc"; \
+	python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+	  || missing="$$missing python3-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; \
@@ -36,7 +44,7 @@ sysdeps:
 
 # sysdeps too: the Spark example (examples/spark_pipeline.py) needs Java next to the node.
 # A node and the web console beside it; Ctrl-C stops both.
-run: sysdeps $(STAMP)
+run: sysdeps $(STAMP) compile
 	mkdir -p $(DATA)
 	@echo "node:    127.0.0.1:$(PORT)  (redis-cli -p $(PORT))"
 	@echo "console: http://127.0.0.1:$(WEB_PORT)/"
@@ -44,11 +52,19 @@ run: sysdeps $(STAMP)
 	trap 'kill $$node 2>/dev/null; wait $$node' EXIT INT TERM; \
 	$(VENV)/bin/conveyor web --nodes 127.0.0.1:$(PORT) --port $(WEB_PORT)
 
-test: sysdeps $(STAMP)
+# The suite runs twice: with the compiled modules (the test of conveyor/compiled.py checks
+# they loaded), then all pure Python; each run spreads its test files over both cores.
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+TEST_WORKERS ?= 2
+test: sysdeps $(STAMP) compile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m fuzz.run --seconds $(FUZZ_TEST_SECONDS) --ci
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	CONVEYOR_EXPECT_COMPILED=1 $(PYTEST)
+	$(MAKE) --no-print-directory test-pure
+
+test-pure: sysdeps $(STAMP)
+	CONVEYOR_PURE_PYTHON=1 $(PYTEST)
 
 # Coverage-guided fuzzing (atheris) of the RESP parser and the command parsers, SECONDS per
 # target; prints executions, corpus size, coverage, crashes and hangs (docs/fuzzing.md).
@@ -61,10 +77,12 @@ fuzz: $(STAMP)
 	$(PY) -m fuzz.run --seconds $(SECONDS) --workdir $(FUZZ_DIR) --keep-going
 
 # The node beside redis-server, then the AOF (ADDJOB with appendonly no/everysec/always,
-# loading and rewriting 1,000,000 jobs, SIGKILLs with everysec): bench/aof_bench.py.
-bench: sysdeps $(STAMP)
+# loading and rewriting 1,000,000 jobs, SIGKILLs with everysec): bench/aof_bench.py; then
+# the compiled modules beside their pure-Python source (bench/codec_bench.py).
+bench: sysdeps $(STAMP) compile
 	$(PY) -m bench.node_bench
 	$(PY) -m bench.aof_bench
+	$(PY) -m bench.codec_bench
 
 bench-pressure: sysdeps $(STAMP)
 	$(PY) -m bench.pressure_bench

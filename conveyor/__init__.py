@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from conveyor import compiled as _compiled
+
 __version__ = "0.1.0"
+
+# Before any other module of the package loads: which build of the compiled ones to take.
+_compiled.install()
 
 
 def __getattr__(name: str) -> object:

@@ -75,9 +75,16 @@ def _merge(
             group[1].extend(message.jobs)  # type: ignore[union-attr]
         else:
             group[1].append((message.id, message.aux))  # type: ignore[union-attr]
+    # The copies of one run of ADDJOBs go to every target alike: one message object for
+    # them all, so the transport sees a broadcast and serializes the jobs once.
+    shared: dict[tuple[int, ...], Message] = {}
     for (name, _), (header, items) in groups.items():
         if carries_jobs:
-            out.append(Send(name, kind(header, tuple(items))))  # type: ignore[call-arg]
+            key = (id(header), *map(id, items))
+            message = shared.get(key)
+            if message is None:
+                message = shared[key] = kind(header, tuple(items))  # type: ignore[call-arg]
+            out.append(Send(name, message))
         elif len(items) == 1:
             job_id, aux = items[0]  # type: ignore[misc]
             out.append(Send(name, kind(header, job_id, aux)))  # type: ignore[call-arg]

@@ -209,7 +209,10 @@ class Replication:
             job = core.import_job(record, now_ms, etime_relative=True)
             if job is None:
                 return  # already expired
-            job.nodes_delivered = self.known_names(record.nodes)
+            # import_job kept the holders this node knows when they are two or more (the
+            # usual case: no second pass over them); a copy keeps them however few.
+            if len(job.nodes_delivered or ()) < 2:
+                job.nodes_delivered = self.known_names(record.nodes)
             # Its first queueing here is a requeue: counted, and announced with QUEUED
             # (Disque sets BCAST_QUEUED on every copy received).
             job.flags |= QUEUED_ONCE
@@ -223,8 +226,7 @@ class Replication:
 
     def known_names(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
         # Names this node does not know are dropped (Disque does the same).
-        nodes = self.membership.nodes
-        return tuple(name for name in names if name in nodes)
+        return tuple(filter(self.membership.nodes.__contains__, names))
 
     def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
         job = self.core.jobs.get(message.id)

@@ -46,6 +46,7 @@ _U32 = struct.Struct("<I")
 _unpack_head = _HEAD.unpack_from
 _unpack_u32 = _U32.unpack_from
 _pack_head = _HEAD.pack
+_tuple_new = tuple.__new__
 _pack_u32 = _U32.pack
 
 _STRUCT_LEN = 68
@@ -203,22 +204,30 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
             f"but the length prefix leaves {end - pos}"
         )
     names = bytes(view[pos:end])
-    nodes = tuple(names[i : i + NODE_NAME_LEN] for i in range(0, len(names), NODE_NAME_LEN))
-    record = JobRecord(
-        job_id,
-        byte40 & 0x0F,
-        byte40 >> 4,
-        flags,
-        repl,
-        etime,
-        ctime,
-        delay,
-        retry,
-        nacks,
-        deliveries,
-        queue,
-        body,
-        nodes,
+    if count == 1:
+        nodes: tuple[bytes, ...] = (names,)
+    else:
+        nodes = tuple([names[i : i + NODE_NAME_LEN] for i in range(0, len(names), NODE_NAME_LEN)])
+    # tuple.__new__ rather than JobRecord(...): the same value without the named tuple's
+    # Python-level __new__, on the path of every job received or loaded.
+    record: JobRecord = _tuple_new(
+        JobRecord,
+        (
+            job_id,
+            byte40 & 0x0F,
+            byte40 >> 4,
+            flags,
+            repl,
+            etime,
+            ctime,
+            delay,
+            retry,
+            nacks,
+            deliveries,
+            queue,
+            body,
+            nodes,
+        ),
     )
     return record, end
 

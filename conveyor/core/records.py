@@ -21,6 +21,8 @@ from conveyor.core.job import DELIVERED, QUEUED_ONCE, Job
 _U16_MAX = 0xFFFF
 _U32_MAX = 0xFFFFFFFF
 
+_tuple_new = tuple.__new__
+
 
 def disque_flags(job: Job, for_bus: bool = False) -> int:
     flags = 0
@@ -39,21 +41,26 @@ def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -
     """
     etime = max(job.etime - now_ms, 0) // 1000 + 1 if for_bus else job.etime // 1000
     nodes = (node_name,) if job.nodes_delivered is None else job.nodes_delivered
-    return JobRecord(
-        id=job.id,
-        state=job.state,
-        gc_retry=0,
-        flags=disque_flags(job, for_bus),
-        # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and
-        # RETRY up to 2**63-1 seconds, as Disque does, which then truncates) saturate.
-        repl=min(job.repl, _U16_MAX),
-        etime=min(etime, _U32_MAX),
-        ctime=job.ctime,
-        delay=min(job.delay, _U32_MAX),
-        retry=min(job.retry, _U32_MAX),
-        nacks=min(job.nacks, _U16_MAX),
-        additional_deliveries=min(job.additional_deliveries, _U16_MAX),
-        queue=job.queue,
-        body=job.body,
-        nodes=nodes,
+    # Positional through tuple.__new__ (field order as in JobRecord): no Python-level
+    # __new__ on the path of every job replicated or appended to the AOF.
+    return _tuple_new(
+        JobRecord,
+        (
+            job.id,
+            job.state,
+            0,  # gc_retry
+            disque_flags(job, for_bus),
+            # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and
+            # RETRY up to 2**63-1 seconds, as Disque does, which then truncates) saturate.
+            min(job.repl, _U16_MAX),
+            min(etime, _U32_MAX),
+            job.ctime,
+            min(job.delay, _U32_MAX),
+            min(job.retry, _U32_MAX),
+            min(job.nacks, _U16_MAX),
+            min(job.additional_deliveries, _U16_MAX),
+            job.queue,
+            job.body,
+            nodes,
+        ),
     )

@@ -8,7 +8,7 @@ import resource
 import sys
 from typing import TYPE_CHECKING
 
-from conveyor import __version__
+from conveyor import __version__, compiled
 
 if TYPE_CHECKING:
     from conveyor.node.context import NodeContext as Server
@@ -38,6 +38,8 @@ def _server(server: Server) -> dict[str, object]:
         "arch_bits": 64 if sys.maxsize > 2**32 else 32,
         "multiplexing_api": "asyncio",
         "python_version": platform.python_version(),
+        # The Cython-built modules (conveyor/compiled.py) loaded, of how many: "3/3".
+        "compiled_modules": compiled.summary(),
         "gcc_version": "0.0.0",
         "process_id": os.getpid(),
         "run_id": server.run_id,

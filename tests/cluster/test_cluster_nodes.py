@@ -41,7 +41,12 @@ def view(node: NodeProcess) -> dict[int, str]:
     return result
 
 
-def wait_for(check: Callable[[], bool], what: str, deadline_s: float = 20.0) -> float:
+def wait_for(
+    check: Callable[[], bool],
+    what: str,
+    deadline_s: float = 20.0,
+    state: Callable[[], str] | None = None,
+) -> float:
     started = time.monotonic()
     while time.monotonic() - started < deadline_s:
         if check():
@@ -49,7 +54,9 @@ def wait_for(check: Callable[[], bool], what: str, deadline_s: float = 20.0) -> 
             print(f"{what}: {took:.2f} s")
             return took
         time.sleep(0.05)
-    raise AssertionError(f"not reached in {deadline_s} s: {what}")
+    raise AssertionError(
+        f"not reached in {deadline_s} s: {what}" + (f"\n{state()}" if state else "")
+    )
 
 
 def all_healthy(nodes: list[NodeProcess]) -> bool:
@@ -143,7 +150,12 @@ def test_nodes_conf_keeps_the_cluster_across_a_restart(
         received = int(info.split("cluster_stats_messages_received:")[1].split()[0])
         return len(lines) == 2 and all(w[5] == "connected" for w in lines) and received >= 2
 
-    wait_for(linked_again, "the restarted node linked to both others")
+    def state() -> str:
+        client = cluster[1].client()
+        nodes = client.execute_command("CLUSTER", "NODES").decode()
+        return nodes + client.execute_command("CLUSTER", "INFO").decode()
+
+    wait_for(linked_again, "the restarted node linked to both others", state=state)
 
 
 def test_cluster_command_errors(tmp_path: Path, cluster: list[NodeProcess]) -> None:

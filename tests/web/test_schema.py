@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
 schemathesis = pytest.importorskip("schemathesis", reason="pip install -e '.[web]'")
 import httpx  # noqa: E402
-from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 from conveyor.web.app import create_fastapi  # noqa: E402
 from conveyor.web.config import WebConfig  # noqa: E402
@@ -33,13 +33,23 @@ def test_served_schema_is_the_fuzzed_one(web: WebProcess) -> None:
     assert served == SCHEMA_DOC
 
 
-@schema.parametrize()
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=list(HealthCheck),
-)
-def test_every_operation(case: Any, web: WebProcess) -> None:
-    case.call_and_validate(base_url=web.url, timeout=30)
+# One pytest item per operation, each with a node ID of its own: schema.parametrize() gives
+# its items one shared node ID, and pytest-xdist (`make test`) schedules by node ID, so it
+# ran one operation of the 32.
+OPERATIONS = {result.ok().label: result.ok() for result in schema.get_all_operations()}
+
+
+@pytest.mark.parametrize("label", sorted(OPERATIONS))
+def test_every_operation(label: str, web: WebProcess) -> None:
+    @given(case=OPERATIONS[label].as_strategy())
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    def call(case: Any) -> None:
+        case.call_and_validate(base_url=web.url, timeout=30)
+
+    call()
