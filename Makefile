@@ -54,8 +54,8 @@ run: sysdeps $(STAMP) compile
 
 # The suite runs twice: with the compiled modules (the test of conveyor/compiled.py checks
 # they loaded), then all pure Python; each run spreads its test files over both cores.
-PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 TEST_WORKERS ?= 2
+PYTEST = $(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 test: sysdeps $(STAMP) compile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
