@@ -125,7 +125,7 @@ bench-tls: sysdeps $(STAMP)
 	$(PY) -m bench.tls_bench
 
 .PHONY: bench-cluster
-bench-cluster: sysdeps $(STAMP)
+bench-cluster: sysdeps $(STAMP) compile
 	$(PY) -m bench.cluster_bench
 	$(PY) -m bench.federation_bench
 	$(PY) -m bench.failover_bench

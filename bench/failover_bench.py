@@ -21,6 +21,7 @@ from collections import Counter
 
 from bench.cluster_bench import Node, cluster, conveyor_command
 from conveyor.client import Client, ConnectionError, ReplyError
+from conveyor.cluster.federation import BCAST_MAX_MS
 
 
 class Run:
@@ -80,6 +81,7 @@ def kill_attached(nodes: list[Node], address: str | None, who: str, down_s: floa
 
 START = time.monotonic()
 DOWN_S = 3.0  # a killed node stays down this long (the node timeout is 2 s)
+QUIET_S = BCAST_MAX_MS / 1000 + 2
 
 
 def main() -> None:
@@ -102,9 +104,11 @@ def main() -> None:
         time.sleep(max(0.0, args.seconds / 2 - DOWN_S))
         run.stop.set()
         threads[0].join(30)
-        # Drain: the consumer goes on until nothing came for 6 s (RETRY 2 requeues).
-        quiet_since, deadline = time.monotonic(), time.monotonic() + 60
-        while time.monotonic() - quiet_since < 6 and time.monotonic() < deadline:
+        # Drain: the consumer goes on until nothing came for longer than RETRY 2 requeues
+        # and federation's slowest cluster-wide ask (30 s apart): a job queued on a node
+        # the consumer left is found by the next ask, not lost.
+        quiet_since, deadline = time.monotonic(), time.monotonic() + 120
+        while time.monotonic() - quiet_since < QUIET_S and time.monotonic() < deadline:
             before = sum(run.deliveries.values())
             time.sleep(0.5)
             if sum(run.deliveries.values()) != before:

@@ -102,9 +102,10 @@ class Federation:
         wanted = stats.rate(now_ms) // len(sources) if sources else MIN_REQUEST
         wanted = min(max(wanted, MIN_REQUEST), MAX_REQUEST)
         header = self.membership.header()
-        if now_ms - stats.bcast_ms > BCAST_MIN_MS << min(stats.bcast_attempt, _MAX_SHIFT) or (
-            not stats.bcast_ms
-        ):
+        # Exponential, capped at 30 s as in Disque: a consumer that waited through a quiet
+        # spell still finds the nodes that got jobs since within half a minute.
+        bcast_delay = min(BCAST_MIN_MS << min(stats.bcast_attempt, _MAX_SHIFT), BCAST_MAX_MS)
+        if now_ms - stats.bcast_ms > bcast_delay or not stats.bcast_ms:
             stats.bcast_ms = now_ms
             stats.bcast_attempt = min(stats.bcast_attempt + 1, _MAX_SHIFT)
             # Only to discover sources: one job is enough.

@@ -54,6 +54,23 @@ def test_a_run_of_repljobs_goes_as_one_frame_to_a_conveyor_node_only() -> None:
     assert decode(encode(batch.message)) == batch.message  # type: ignore[union-attr]
 
 
+def test_targets_given_the_same_jobs_share_one_message_serialized_once() -> None:
+    other = b"o" * 40
+    copies = [repl(1), repl(2)]
+    # REPLICATE 3 of 3: each job goes to both other nodes; the transport encodes a message
+    # sent to consecutive targets once, so the two batches must be the same object.
+    actions: list[Action] = [Send(name, copy) for copy in copies for name in (CONVEYOR, other)]
+    out = coalesce(actions, lambda name: name in (CONVEYOR, other))
+    assert [a.name for a in out] == [CONVEYOR, other]  # type: ignore[union-attr]
+    assert out[0].message is out[1].message  # type: ignore[union-attr]
+    assert out[0].message.jobs == (job(1), job(2))  # type: ignore[union-attr]
+    # Different jobs per target (REPLICATE 2 drawing different nodes): messages of their own.
+    actions = [Send(CONVEYOR, copies[0]), Send(other, copies[1])]
+    out = coalesce(actions, lambda name: name in (CONVEYOR, other))
+    assert out[0].message is not out[1].message  # type: ignore[union-attr]
+    assert [a.message.jobs for a in out] == [(job(1),), (job(2),)]  # type: ignore[union-attr]
+
+
 def test_noreply_copies_are_not_mixed_with_those_to_answer() -> None:
     out = coalesce(
         [Send(CONVEYOR, repl(1)), Send(CONVEYOR, repl(2, MFLAG_NOREPLY)), Send(CONVEYOR, repl(3))],

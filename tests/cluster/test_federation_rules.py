@@ -11,6 +11,7 @@ from conveyor.cluster import federation as federation_module
 from conveyor.cluster.actions import Send
 from conveyor.cluster.messages import NeedJobs, YourJobs
 from conveyor.cluster.state import ClusterState
+from conveyor.core.args import GetJobArgs
 from conveyor.core.imports import ImportStats
 from conveyor.core.job import ACTIVE
 from conveyor.core.node import NodeCore
@@ -114,3 +115,20 @@ def test_a_leaving_node_asks_for_nothing() -> None:
     state.federation.blocked([b"q"], now)
     [send] = sent(state)  # the cluster-wide ask for one job, to find sources
     assert send.message == NeedJobs(state.membership.header(), b"q", 1)
+
+
+def test_cluster_wide_asks_back_off_to_at_most_30_s() -> None:
+    """A consumer blocked on an empty queue: the cluster-wide NEEDJOBS go at once, then 4, 8,
+    16 s apart, then every 30 s however long it waits (Disque's cap), so jobs queued elsewhere
+    after a quiet spell are found within half a minute."""
+    state, now = node_a()
+    state.core.get_job(GetJobArgs([b"q"], timeout_ms=0), "consumer", now)
+    asks = [now] if sent(state) else []
+    for step in range(1, 10 * 60 * 10):  # ten virtual minutes, 100 ms apart
+        state.federation.tick(now + step * 100)
+        if any(isinstance(send.message, NeedJobs) for send in sent(state)):
+            asks.append(now + step * 100)
+    gaps = [later - earlier for earlier, later in zip(asks, asks[1:], strict=False)]
+    assert asks[0] == now  # at once, when the consumer blocks
+    assert gaps[:3] == [4100, 8100, 16100]  # (+100: the cron's 100 ms steps)
+    assert len(gaps) > 10 and all(gap == 30100 for gap in gaps[3:]), gaps
