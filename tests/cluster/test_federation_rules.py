@@ -3,6 +3,7 @@ sent for which NEEDJOBS, and that what it remembers stays bounded."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -128,7 +129,7 @@ def test_cluster_wide_asks_back_off_to_at_most_30_s() -> None:
         state.federation.tick(now + step * 100)
         if any(isinstance(send.message, NeedJobs) for send in sent(state)):
             asks.append(now + step * 100)
-    gaps = [later - earlier for earlier, later in zip(asks, asks[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(asks)]
     assert asks[0] == now  # at once, when the consumer blocks
     assert gaps[:3] == [4100, 8100, 16100]  # (+100: the cron's 100 ms steps)
     assert len(gaps) > 10 and all(gap == 30100 for gap in gaps[3:]), gaps
