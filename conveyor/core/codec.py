@@ -153,20 +153,9 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
         raise CodecError(
             f"truncated job at offset {offset}: {size - offset} bytes, need at least {_MIN_RECORD}"
         )
-    (
-        joblen,
-        job_id,
-        byte40,
-        flags,
-        repl,
-        etime,
-        ctime,
-        delay,
-        retry,
-        nacks,
-        deliveries,
-        qlen,
-    ) = _unpack_head(view, offset)
+    head = _unpack_head(view, offset)
+    # head[3:11]: flags, repl, etime, ctime, delay, retry, nacks, deliveries, as in JobRecord.
+    joblen, job_id, byte40, qlen = head[0], head[1], head[2], head[11]
     if joblen < _MIN_JOBLEN:
         raise CodecError(
             f"length prefix {joblen} at offset {offset} is below the minimum {_MIN_JOBLEN}"
@@ -211,23 +200,7 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
     # tuple.__new__ rather than JobRecord(...): the same value without the named tuple's
     # Python-level __new__, on the path of every job received or loaded.
     record: JobRecord = _tuple_new(
-        JobRecord,
-        (
-            job_id,
-            byte40 & 0x0F,
-            byte40 >> 4,
-            flags,
-            repl,
-            etime,
-            ctime,
-            delay,
-            retry,
-            nacks,
-            deliveries,
-            queue,
-            body,
-            nodes,
-        ),
+        JobRecord, (job_id, byte40 & 0x0F, byte40 >> 4, *head[3:11], queue, body, nodes)
     )
     return record, end
 
