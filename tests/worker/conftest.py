@@ -92,7 +92,7 @@ def start_worker(node: NodeProcess, tmp_path: Path) -> Iterator[Callable[..., Wo
         worker.stop()
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
     """Poll `predicate` until it returns something truthy; bounded in time."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -107,16 +107,17 @@ def message_state(queue_dir: Path, job_id: str) -> tuple[str, dict[str, Any]] | 
     name = job_id.replace("/", "_")
     for state in ("que", "run", "done", "err", "relayed"):
         status = queue_dir / state / name / "status.json"
-        if status.exists():
-            try:
-                return state, json.loads(status.read_text())
-            except json.JSONDecodeError:
-                return None  # being replaced right now
+        try:
+            return state, json.loads(status.read_text())
+        except FileNotFoundError:
+            continue  # not in this state, or moved to the next one between two looks
+        except json.JSONDecodeError:
+            return None  # being replaced right now
     return None
 
 
 def wait_state(
-    queue_dir: Path, job_id: str, states: tuple[str, ...], timeout: float = 20.0
+    queue_dir: Path, job_id: str, states: tuple[str, ...], timeout: float = 60.0
 ) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
         found = message_state(queue_dir, job_id)
