@@ -2,28 +2,54 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
+
+# Ports are picked below the kernel's ephemeral range (32768-60999 on Linux): a port from
+# there can be taken, between our probe and the node's bind, as the local end of any
+# outbound connection on the machine (CI saw "address already in use").
+_LOWEST = 10_000
+_EPHEMERAL_START = 32_768
+_rand = random.Random()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _EPHEMERAL_START
+
+
+def _bindable(*ports: int) -> bool:
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in ports]
+    try:
+        for sock, port in zip(sockets, ports, strict=True):
+            sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    finally:
+        for sock in sockets:
+            sock.close()
+    return True
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral range."""
+    top = max(_ephemeral_start(), _LOWEST + 1000)
+    for _ in range(200):
+        port = _rand.randrange(_LOWEST, top)
+        if _bindable(port):
+            return port
+    raise RuntimeError("no free port on 127.0.0.1")
 
 
 def free_cluster_port() -> int:
-    """A client port whose cluster bus port (+10000) is free too, both below 65536."""
-    import random
-
-    rand = random.Random()
+    """A client port whose cluster bus port (+10000) is free too, both outside the
+    ephemeral range when it starts high enough (as Linux's does)."""
+    top = max(_ephemeral_start() - 10_000, _LOWEST + 1000)
     for _ in range(200):
-        port = rand.randrange(20000, 45000)
-        try:
-            with socket.socket() as one, socket.socket() as two:
-                one.bind(("127.0.0.1", port))
-                two.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            continue
-        return port
+        port = _rand.randrange(_LOWEST, top)
+        if _bindable(port, port + 10_000):
+            return port
     raise RuntimeError("no free port pair for a cluster node")

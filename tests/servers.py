@@ -15,6 +15,9 @@ import redis
 
 from tests.conftest import free_port
 
+# Starts on a port we chose ourselves, when another process took it meanwhile.
+PORT_ATTEMPTS = 3
+
 
 class NodeProcess:
     """A running node; `client()` gives a redis-py client set up for Disque."""
@@ -27,15 +30,37 @@ class NodeProcess:
         preexec_fn: Callable[[], None] | None = None,
         wait: bool = True,
         port: int | None = None,
+        pick_port: Callable[[], int] = free_port,
     ) -> None:
-        self.port = port or free_port()
+        """Start the node; with `wait`, return once it answers PING. A port of our own
+        choosing that another process took meanwhile is chosen again (a few times)."""
         self.data_dir = data_dir
         self.log_path = data_dir / "node.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        attempts = 1 if port is not None or not wait else PORT_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            self.port = port or pick_port()
+            self._spawn(args, config_file, preexec_fn)
+            if not wait:
+                return
+            try:
+                self._wait_ready()
+                return
+            except RuntimeError as error:
+                if attempt == attempts or "address already in use" not in str(error):
+                    raise
+                self._log.close()
+
+    def _spawn(
+        self,
+        args: tuple[str, ...],
+        config_file: Path | None,
+        preexec_fn: Callable[[], None] | None,
+    ) -> None:
         command = [sys.executable, "-m", "conveyor.cli", "server"]
         if config_file is not None:
             command.append(str(config_file))
-        command += ["--port", str(self.port), "--dir", str(data_dir), *args]
-        data_dir.mkdir(parents=True, exist_ok=True)
+        command += ["--port", str(self.port), "--dir", str(self.data_dir), *args]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             command,
@@ -44,8 +69,6 @@ class NodeProcess:
             env={**os.environ},
             preexec_fn=preexec_fn,
         )
-        if wait:
-            self._wait_ready()
 
     def _wait_ready(self, timeout_s: float = 10.0) -> None:
         # A raw inline PING: any reply (+PONG, or -NOAUTH under requirepass) means ready.

@@ -1,10 +1,10 @@
 """The job-event analytics batch job behind `conveyor analyze`.
 
-Owns reading a node's job-event log (`events-*.jsonl`, one JSON object per line) with an
-explicit schema, the three Parquet tables written under the output directory
-(`queue_minute/`, `job_latency/`, `dead_letter_candidates/`) and the small aggregates the HTML
-report is drawn from. The log is read once and cached; everything is aggregated by Spark and
-only report-sized results reach the driver. The HTML itself is `conveyor.spark.report`; the
+Owns the run: checking the event directory, writing the three Parquet tables under the
+output directory (`queue_minute/`, `job_latency/`, `dead_letter_candidates/`) and the small
+aggregates the HTML report is drawn from. The log is read once and cached; everything is
+aggregated by Spark and only report-sized results reach the driver. The schema and the
+tables' columns are `conveyor.spark.tables`, the HTML is `conveyor.spark.report`, the
 command line and progress display are `conveyor.spark.analyze_cli`.
 """
 
@@ -15,9 +15,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from conveyor.spark.report import (
     LatencyRow,
@@ -28,6 +27,19 @@ from conveyor.spark.report import (
     ThroughputPoint,
     write_report,
 )
+from conveyor.spark.tables import (
+    EVENT_SCHEMA,
+    EVENT_TYPES,
+    candidates_table,
+    event_is,
+    is_candidate,
+    job_latency_table,
+    queue_minute_table,
+    read_events,
+    requeued_after_nack,
+    summary_row,
+    worst_first,
+)
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -35,51 +47,10 @@ __all__ = [
     "AnalyzeError",
     "Summary",
     "analyze",
+    "candidates_table",
     "check_event_dir",
 ]
 
-# In lifecycle order: also the tie-break for "last event" when two share a millisecond.
-EVENT_TYPES: tuple[str, ...] = (
-    "added",
-    "imported",
-    "queued",
-    "delivered",
-    "dequeued",
-    "nacked",
-    "requeued",
-    "acked",
-    "expired",
-    "deleted",
-    "dead-lettered",
-    "evicted",
-)
-
-EVENT_SCHEMA = StructType(
-    [
-        StructField("time_ms", LongType()),
-        StructField("node", StringType()),
-        StructField("event", StringType()),
-        StructField("id", StringType()),
-        StructField("queue", StringType()),
-        StructField("nacks", LongType()),
-        StructField("additional_deliveries", LongType()),
-    ]
-)
-
-_CORRUPT = "_corrupt_record"
-
-# queue_minute column -> the event it counts.
-QUEUE_MINUTE_COUNTS: dict[str, str] = {
-    "jobs_in": "added",
-    "jobs_out": "delivered",
-    "acks": "acked",
-    "nacks": "nacked",
-    "requeues": "requeued",
-    "expiries": "expired",
-    "deletes": "deleted",
-    "dead_letters": "dead-lettered",
-    "evictions": "evicted",
-}
 
 TABLES = ("queue_minute", "job_latency", "dead_letter_candidates")
 REPORT_FILE = "report.html"
@@ -138,142 +109,6 @@ def check_event_dir(event_dir: str) -> str:
     return path.as_uri()
 
 
-def _event_is(name: str) -> Column:
-    return F.col("event") == F.lit(name)
-
-
-def read_events(spark: SparkSession, uri: str) -> DataFrame:
-    """Every line of every *.jsonl file under `uri`, flagged `malformed` rather than dropped.
-
-    Blank lines are skipped by Spark's JSON reader and counted nowhere.
-    """
-    raw = (
-        spark.read.schema(StructType([*EVENT_SCHEMA.fields, StructField(_CORRUPT, StringType())]))
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", _CORRUPT)
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl")
-        .json(uri)
-    )
-    malformed = (
-        F.col(_CORRUPT).isNotNull()
-        | F.col("time_ms").isNull()
-        | F.col("event").isNull()
-        | F.col("id").isNull()
-    )
-    return raw.select(
-        *[F.col(f.name) for f in EVENT_SCHEMA.fields],
-        F.timestamp_millis("time_ms").alias("ts"),
-        malformed.alias("malformed"),
-    )
-
-
-def _summary_row(lines: DataFrame) -> dict[str, int | None]:
-    ok = ~F.col("malformed")
-    known = F.col("event").isin(*EVENT_TYPES)
-    aggregates = [
-        F.count(F.lit(1)).alias("lines"),
-        F.count_if(F.col("malformed")).alias("malformed_lines"),
-        F.count_if(ok & ~known).alias("unknown_events"),
-        *[F.count_if(ok & _event_is(name)).alias(name.replace("-", "_")) for name in EVENT_TYPES],
-        # Jobs and queues are counted from the derived tables. A set of node ids stays tiny,
-        # and unlike a distinct count it needs no second shuffle.
-        F.size(F.collect_set(F.when(ok, F.col("node")))).alias("nodes"),
-        F.min(F.when(ok, F.col("time_ms"))).alias("first_event_ms"),
-        F.max(F.when(ok, F.col("time_ms"))).alias("last_event_ms"),
-    ]
-    row = lines.agg(*aggregates).first()
-    assert row is not None  # a global aggregate always has one row
-    return row.asDict()
-
-
-def _requeued_after_nack(events: DataFrame) -> int:
-    """ "requeued" lines that put a NACKed job back: the node logs a NACK as "nacked", then
-    (at once, or after NACK's DELAY) a "requeued" with the same counters. Every other
-    requeue (RETRY timeout, ENQUEUE) adds one to additional_deliveries, and each NACK to
-    nacks, so no other "requeued" of the job carries the counters of one of its "nacked"."""
-    keys = ["id", "nacks", "additional_deliveries"]
-    nacked = events.where(_event_is("nacked")).select(*keys).distinct()
-    return events.where(_event_is("requeued")).join(nacked, keys, "left_semi").count()
-
-
-def queue_minute_table(events: DataFrame) -> DataFrame:
-    """Per queue and UTC minute: one count column per event kind."""
-    return events.groupBy("queue", F.date_trunc("minute", F.col("ts")).alias("minute")).agg(
-        *[F.count_if(_event_is(event)).alias(name) for name, event in QUEUE_MINUTE_COUNTS.items()]
-    )
-
-
-def job_latency_table(events: DataFrame) -> DataFrame:
-    """One row per job id, with its timings and its highest redelivery counters."""
-    rank = F.array_position(F.array(*[F.lit(name) for name in EVENT_TYPES]), F.col("event"))
-
-    def first_ms(event: str) -> Column:
-        return F.min(F.when(_event_is(event), F.col("time_ms")))
-
-    per_job = events.groupBy("id").agg(
-        # The queue the job was added to: a dead-lettered job's later events name the
-        # dead-letter queue. Jobs whose "added" fell outside the log take their first queue.
-        F.coalesce(
-            F.min_by(F.when(_event_is("added"), F.col("queue")), F.col("time_ms")),
-            F.min_by("queue", F.col("time_ms")),
-        ).alias("queue"),
-        first_ms("added").alias("added_ms"),
-        first_ms("delivered").alias("delivered_ms"),
-        first_ms("acked").alias("acked_ms"),
-        F.count_if(_event_is("delivered")).alias("deliveries"),
-        F.coalesce(F.max("nacks"), F.lit(0)).alias("nacks"),
-        F.coalesce(F.max("additional_deliveries"), F.lit(0)).alias("additional_deliveries"),
-        F.bool_or(_event_is("dead-lettered")).alias("dead_lettered"),
-        F.max_by("event", F.struct(F.col("time_ms"), rank)).alias("last_event"),
-        F.max("time_ms").alias("last_event_ms"),
-    )
-    return per_job.select(
-        "id",
-        "queue",
-        F.timestamp_millis("added_ms").alias("added_at"),
-        F.timestamp_millis("delivered_ms").alias("first_delivered_at"),
-        F.timestamp_millis("acked_ms").alias("acked_at"),
-        (F.col("delivered_ms") - F.col("added_ms")).alias("wait_ms"),
-        (F.col("acked_ms") - F.col("added_ms")).alias("ack_ms"),
-        F.col("deliveries").cast("long").alias("deliveries"),
-        "nacks",
-        "additional_deliveries",
-        "dead_lettered",
-        "last_event",
-        F.timestamp_millis("last_event_ms").alias("last_event_at"),
-    )
-
-
-def _redeliveries() -> Column:
-    return F.col("nacks") + F.col("additional_deliveries")
-
-
-def _is_candidate(redelivery_threshold: int) -> Column:
-    return (_redeliveries() >= redelivery_threshold) | F.col("dead_lettered")
-
-
-def candidates_table(job_latency: DataFrame, redelivery_threshold: int) -> DataFrame:
-    """Jobs redelivered at least `redelivery_threshold` times, and every dead-lettered job."""
-    return job_latency.where(_is_candidate(redelivery_threshold)).select(
-        "id",
-        "queue",
-        _redeliveries().alias("redeliveries"),
-        "nacks",
-        "additional_deliveries",
-        "deliveries",
-        "dead_lettered",
-        "last_event",
-        "added_at",
-        "last_event_at",
-    )
-
-
-def _worst_first() -> list[Column]:
-    # A function, not a constant: Columns need an active SparkContext to exist.
-    return [F.desc("redeliveries"), F.desc("dead_lettered"), F.asc("id")]
-
-
 def _throughput(
     queue_minute: DataFrame, events: DataFrame, first_ms: int, last_ms: int
 ) -> tuple[int, list[ThroughputPoint]]:
@@ -287,7 +122,7 @@ def _throughput(
         )
         first_s = first_ms // 1000 // bucket_s * bucket_s
         bucket = F.floor((F.col("time_ms") - F.lit(first_s * 1000)) / F.lit(bucket_s * 1000))
-        counts = [F.count_if(_event_is(name)).alias(alias) for name, alias in _THROUGHPUT_EVENTS]
+        counts = [F.count_if(event_is(name)).alias(alias) for name, alias in _THROUGHPUT_EVENTS]
         rows = events.groupBy(bucket.alias("bucket")).agg(*counts).collect()
         per_rate = bucket_s  # per second
     else:
@@ -388,10 +223,10 @@ def analyze(
         with stage(STAGES[0]):
             lines = read_events(spark, uri).cache()
             cached.append(lines)
-            counts = _summary_row(lines)
+            counts = summary_row(lines)
             events = lines.where(~F.col("malformed")).drop("malformed")
             if counts["first_event_ms"] is not None:
-                counts["requeued_after_nack"] = _requeued_after_nack(events)
+                counts["requeued_after_nack"] = requeued_after_nack(events)
         if counts["first_event_ms"] is None:
             raise AnalyzeError(
                 f"no job events in {event_dir} "
@@ -421,15 +256,15 @@ def analyze(
         with stage(STAGES[3]):
             candidates = candidates_table(job_latency, redelivery_threshold)
             # One file sorted worst first, so a plain read of the table comes back in order.
-            candidates.coalesce(1).sortWithinPartitions(*_worst_first()).write.mode(
+            candidates.coalesce(1).sortWithinPartitions(*worst_first()).write.mode(
                 "overwrite"
             ).parquet(table_paths["dead_letter_candidates"])
             totals = job_latency.agg(
                 F.count(F.lit(1)).alias("jobs"),
-                F.count_if(_is_candidate(redelivery_threshold)).alias("candidates"),
+                F.count_if(is_candidate(redelivery_threshold)).alias("candidates"),
             ).first()
             assert totals is not None  # a global aggregate always has one row
-            top = candidates.orderBy(*_worst_first()).limit(TOP_REDELIVERED).collect()
+            top = candidates.orderBy(*worst_first()).limit(TOP_REDELIVERED).collect()
 
         with stage(STAGES[4]):
             queue_rows = _queue_rows(queue_minute)

@@ -27,7 +27,8 @@ def start(base: Path, index: int, port: int | None = None, *extra: str) -> NodeP
         "--cluster-node-timeout",
         str(NODE_TIMEOUT_MS),
         *extra,
-        port=port or free_cluster_port(),
+        port=port,
+        pick_port=free_cluster_port,
     )
 
 
