@@ -152,6 +152,15 @@ class EventLog:
         heads: dict = self._heads
         tails: dict = self._tails
         parts: list = self.parts
+        # The last two heads and the last zero-counter tail, checked by identity first:
+        # a batch of ADDJOBs alternates "added" and "queued" on one queue (whose jobs
+        # share its name object), so most events need no dict lookup at all.
+        event_a: object = None
+        head_a: bytes = b""
+        event_b: object = None
+        head_b: bytes = b""
+        zero_queue: object = None
+        zero_tail: bytes = b""
         for event, job, time_ms, queue, _state, nacks, deliveries in events:
             if time_ms != last_ms:
                 # May write the buffer and start new head and part lists.
@@ -159,17 +168,28 @@ class EventLog:
                 last_ms = time_ms
                 heads = self._heads
                 parts = self.parts
-            head = heads.get(event)
-            if head is None:
-                if event == EV_RELEASED:
-                    continue
-                head = self._head(event)
+                event_a = event_b = None
+            if event is event_a:
+                head = head_a
+            elif event is event_b:
+                head = head_b
+            else:
+                head = heads.get(event)
+                if head is None:
+                    if event == EV_RELEASED:
+                        continue
+                    head = self._head(event)
+                event_b, head_b = event_a, head_a
+                event_a, head_a = event, head
             if nacks or deliveries:
                 tail = _tail(self._escaped(queue), nacks, deliveries)
+            elif queue is zero_queue:
+                tail = zero_tail
             else:
                 tail = tails.get(queue)
                 if tail is None:
                     tail = self._zero_tail(queue)
+                zero_queue, zero_tail = queue, tail
             parts.append(head)
             parts.append(job.id)
             parts.append(tail)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conveyor.core.job import Job
 from conveyor.node.event_log import EventLog, queue_json
@@ -616,3 +618,50 @@ def test_queue_json_is_ascii_json(name: bytes) -> None:
     encoded = queue_json(name)
     assert encoded.isascii() and b"\n" not in encoded
     assert json.loads(encoded) == name.decode("utf-8", errors="replace")
+
+
+_EVENT_NAMES = ["added", "queued", "delivered", "acked", "nacked", "requeued", "released"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_EVENT_NAMES),
+            st.integers(0, 3),  # which job
+            st.integers(0, 2),  # milliseconds after the previous event
+            st.sampled_from([b"q", b"other", b'"odd\n']),
+            st.integers(0, 2),  # nacks
+            st.integers(0, 2),  # additional deliveries
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 4),
+)
+def test_writer_lines_match_a_plain_rendering(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[str, int, int, bytes, int, int]],
+    batches: int,
+) -> None:
+    """Whatever the mix of events, queues, counters and milliseconds (and however it is
+    cut into batches), each line is what json.dumps of the event says, in order; the
+    cached heads and tails of the hot path never leak from one event to another."""
+    directory = tmp_path_factory.mktemp("events")
+    log = EventLog(directory, NODE)
+    jobs = [job(f"D-b9aff143-{index:024d}-05a1") for index in range(4)]
+    now = at("2026-11-22 07:30:00")
+    events: list[Any] = []
+    expected = []
+    for event, which, step_ms, queue, nacks, deliveries in steps:
+        now += step_ms
+        events.append((event, jobs[which], now, queue, 0, nacks, deliveries))
+        if event != "released":
+            expected.append(
+                {"time_ms": now, "node": NODE, "event": event, "id": jobs[which].id.decode(),
+                 "queue": queue.decode(), "nacks": nacks, "additional_deliveries": deliveries}
+            )  # fmt: skip
+    size = max(1, len(events) // batches)
+    for start in range(0, len(events), size):
+        log.record_events(events[start : start + size])
+    log.flush()
+    assert read_events(directory) == expected

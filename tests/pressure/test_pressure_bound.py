@@ -107,7 +107,14 @@ def test_fast_timeouts_leave_roles_to_the_reference_client(
     assert spec.get_nowait() == b"x"
     # A reference consumer waiting on an empty queue holds its role: the fast path sees it.
     waiting, errors = background(spec.get)
-    wait_until(lambda: spec_redis.get(q.keys.consumer) == b"spec")
+    # :consumer still says "spec" from the get_nowait above: wait for the role token to
+    # be taken, or our get_nowait can take it first (a CI run saw QueueEmpty).
+    wait_until(
+        lambda: (
+            spec_redis.llen(q.keys.consumer_free) == 0
+            and spec_redis.get(q.keys.consumer) == b"spec"
+        )
+    )
     with pytest.raises(QueueInUse):
         q.get_nowait()
     q.put("z")
