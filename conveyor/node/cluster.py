@@ -98,6 +98,7 @@ class ClusterDriver:
             self._bus_retry = asyncio.create_task(self._listen_later(bus_port))
         if self.bus_error is not None:
             log.warning("Cluster bus disabled, running as a cluster of one: %s", self.bus_error)
+        self._connect_known()
         self._run_actions(None)
 
     async def _listen(self, bus_port: int) -> bool:
@@ -131,11 +132,19 @@ class ClusterDriver:
         self._bus_retry = None
         if self.bus is not None:
             log.warning("Cluster bus listening on port %d after all", bus_port)
-            # The Connects of nodes.conf went nowhere without a bus: connect now.
-            for node in self.membership.nodes.values():
-                if node is not self.membership.myself and not node.flags & NODE_NOADDR:
-                    self.bus.connect(node.name, (node.ip, node.port + BUS_PORT_OFFSET))
+            self._connect_known()
             self._run_actions(None)
+
+    def _connect_known(self) -> None:
+        """Connect to every node we know. The Connects that nodes.conf (or a MEET) left
+        went nowhere without a bus: a command served while the AOF loads, before the bus
+        opens, takes them with it (a restarted node then never linked out, though the
+        others linked to it). Connecting to a peer that already has one is a no-op."""
+        if self.bus is None:
+            return
+        for node in self.membership.nodes.values():
+            if node is not self.membership.myself and not node.flags & NODE_NOADDR:
+                self.bus.connect(node.name, (node.ip, node.port + BUS_PORT_OFFSET))
 
     async def stop(self) -> None:
         for pending in (self._flush_soon, self._bus_retry, self._repl_timer, self._cron):
