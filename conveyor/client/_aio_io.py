@@ -1,0 +1,230 @@
+"""The asyncio client's connections: discovery, failover, routing to a job's node and
+the exchange of one call or one ADDJOB batch (the machinery under `AsyncClient`; the
+behaviour is `Client`'s, see `conveyor.client.sync`). Public methods belong in
+`conveyor.client.aio`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import math
+from collections.abc import Iterable
+from typing import TypeVar
+
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from conveyor.client import _batch, _routing
+from conveyor.client import _commands as cmd
+from conveyor.client._address import Address, format_address
+from conveyor.client._base import BaseClient
+from conveyor.client._commands import Call, JobRef
+from conveyor.client.errors import (
+    ConnectionError,
+    ConveyorError,
+    ReplyError,
+    TimeoutError,
+    error_from_redis,
+    reply_error_from_redis,
+)
+from conveyor.client.job import Hello
+
+T = TypeVar("T")
+
+
+class AsyncTransport(BaseClient):
+    """Connections of one `AsyncClient`: the current node, the peers acked directly, the
+    calls."""
+
+    def _init_io(self) -> None:
+        self._redis: redis.asyncio.Redis | None = None
+        self._lock = asyncio.Lock()
+        # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).
+        self._peers: dict[Address, redis.asyncio.Redis] = {}
+
+    def _new_redis(self, address: Address) -> redis.asyncio.Redis:
+        kwargs = self._redis_kwargs(address)
+        kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+        return redis.asyncio.Redis(**kwargs)
+
+    async def _connection(self) -> redis.asyncio.Redis:
+        current = self._redis
+        if current is not None:
+            return current
+        async with self._lock:
+            if self._closed:
+                raise ConveyorError("the client is closed")
+            if self._redis is None:
+                self._redis = await self._discover()
+            return self._redis
+
+    async def _discover(self) -> redis.asyncio.Redis:
+        failures: list[str] = []
+        last: ConnectionError | None = None
+        for address in self._candidates():
+            try:
+                client, reply = await self._hello_on(address)
+            except ConnectionError as exc:
+                failures.append(str(exc))
+                last = exc
+                continue
+            better = _routing.better_node(reply, address)
+            if better is not None:
+                try:
+                    client, reply, address = (*await self._hello_on(better), better)
+                except ConnectionError:
+                    pass  # the one that answered will do
+            self._address, self._hello, self._prefer = address, reply, None
+            return client
+        raise self._unreachable(failures, last)
+
+    async def _move(self, to: Address | None) -> None:
+        """Leave the current node: for `to`, or (None) for any other, this one last."""
+        client, self._redis = self._redis, None
+        if to is None and self._address is not None:
+            self._avoid.add(self._address)
+        self._prefer = to
+        if client is not None:
+            await client.aclose()
+
+    async def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
+        """A command about jobs, sent to the node that made them (see `Client`)."""
+        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        if target is None:
+            return await self._run(call)
+        peer = self._peers.get(target)
+        if peer is None:
+            peer = self._peers[target] = self._new_redis(target)
+        try:
+            return await self._exchange(peer, call, target)
+        except ConnectionError:
+            self._peers.pop(target, None)
+            await peer.aclose()
+            return await self._run(call)
+
+    async def _run_write(self, call: Call[T]) -> T:
+        try:
+            return await self._run(call)
+        except ConnectionError as exc:
+            raise _routing.maybe_added(exc) from exc
+
+    async def _hello_on(self, address: Address) -> tuple[redis.asyncio.Redis, Hello]:
+        """A redis-py client on `address` and the node's HELLO; in RESP2 if the node
+        refuses redis-py's RESP3 handshake (a Disque server)."""
+        while True:
+            client = self._new_redis(address)
+            try:
+                return client, await self._exchange(client, cmd.hello(address[0]), address)
+            except ReplyError as exc:
+                await client.aclose()
+                if not self._resp3_refused(address, exc):
+                    raise
+            except BaseException:
+                await client.aclose()
+                raise
+
+    async def _drop(self, client: redis.asyncio.Redis) -> None:
+        if self._redis is client:
+            self._redis = None
+        await client.aclose()
+
+    async def _exchange(self, client: redis.asyncio.Redis, call: Call[T], address: Address) -> T:
+        pool = client.connection_pool
+        where = format_address(address)
+        try:
+            connection = await pool.get_connection()
+            try:
+                await connection.send_command(*call.args)
+                if call.wait_s is None:
+                    reply = await connection.read_response()
+                else:
+                    limit = self._read_timeout(call.wait_s)
+                    if limit is None:
+                        reply = await connection.read_response(timeout=math.inf)
+                    else:
+                        # Not read_response(timeout=...): on expiry it returns None and
+                        # leaves the connection open, with a reply still to come.
+                        async with asyncio.timeout(limit):
+                            reply = await connection.read_response(timeout=math.inf)
+            finally:
+                await pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, where) from exc
+        except builtins.TimeoutError as exc:
+            raise TimeoutError("timed out waiting for the reply", where) from exc
+        return call.parse(reply)
+
+    async def _run(self, call: Call[T]) -> T:
+        client = await self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return await self._exchange(client, call, address)
+        except ConnectionError:
+            await self._drop(client)
+            raise
+
+    async def _exchange_batch(
+        self, client: redis.asyncio.Redis, batch: _batch.AddJobsBatch, address: Address
+    ) -> list[str | ReplyError]:
+        """Send the batch chunk by chunk on one pooled connection, each chunk in one
+        write, and read every reply (see `Client._exchange_batch`).
+
+        Each reply must come within `limit` of the previous one, as for a single command.
+        `read_response()` would arm and cancel a timer per reply, which is most of the
+        cost of reading a reply that is already buffered; instead one `asyncio.timeout`
+        covers the batch and is pushed back at most every `limit / 2` seconds, to 1.5
+        `limit` ahead: a stalled node is noticed between `limit` and 1.5 `limit` after
+        its last reply, never sooner."""
+        pool = client.connection_pool
+        where = format_address(address)
+        limit = self._read_timeout(batch.wait_s)  # None: wait as long as it takes
+        loop = asyncio.get_running_loop()
+        results: list[str | ReplyError] = []
+        append = results.append
+        try:
+            connection = await pool.get_connection()
+            try:
+                read = connection.read_response
+                async with asyncio.timeout(None) as deadline:
+                    moved = loop.time()
+                    for count, packed in batch.chunks():
+                        if limit is not None:
+                            moved = loop.time()
+                            deadline.reschedule(moved + 1.5 * limit)
+                        await connection.send_packed_command([packed])
+                        for _ in range(count):
+                            try:
+                                reply = await read(timeout=math.inf)
+                            except redis.ResponseError as exc:
+                                append(reply_error_from_redis(exc))
+                            else:
+                                append(_batch.reply_id(reply))
+                            if limit is not None:
+                                now = loop.time()
+                                if now - moved > limit / 2:
+                                    moved = now
+                                    deadline.reschedule(now + 1.5 * limit)
+            except BaseException:
+                # Whatever stopped the batch (cancellation, a timeout), replies may still
+                # be on their way: the connection must not serve another command.
+                await connection.disconnect(nowait=True)
+                raise
+            finally:
+                await pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, where) from exc
+        except builtins.TimeoutError as exc:
+            raise TimeoutError("timed out waiting for the reply", where) from exc
+        return results
+
+    async def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:
+        client = await self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return await self._exchange_batch(client, batch, address)
+        except ConnectionError:
+            await self._drop(client)
+            raise

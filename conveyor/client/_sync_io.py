@@ -1,0 +1,201 @@
+"""The blocking client's connections: discovery, failover, routing to a job's node and
+the exchange of one call or one ADDJOB batch (the machinery under `Client`, whose module
+says how discovery and failover behave). Public methods belong in `conveyor.client.sync`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from conveyor.client import _batch, _routing
+from conveyor.client import _commands as cmd
+from conveyor.client._address import Address, format_address
+from conveyor.client._base import BaseClient
+from conveyor.client._commands import Call, JobRef
+from conveyor.client.errors import (
+    ConnectionError,
+    ConveyorError,
+    ReplyError,
+    error_from_redis,
+    reply_error_from_redis,
+)
+from conveyor.client.job import Hello
+
+T = TypeVar("T")
+
+
+class SyncTransport(BaseClient):
+    """Connections of one `Client`: the current node, the peers acked directly, and the calls."""
+
+    def _init_io(self) -> None:
+        self._redis: redis.Redis | None = None
+        self._lock = threading.RLock()
+        # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).
+        self._peers: dict[Address, redis.Redis] = {}
+
+    def _new_redis(self, address: Address) -> redis.Redis:
+        kwargs = self._redis_kwargs(address)
+        kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+        return redis.Redis(**kwargs)
+
+    def _connection(self) -> redis.Redis:
+        current = self._redis
+        if current is not None:
+            return current
+        with self._lock:
+            if self._closed:
+                raise ConveyorError("the client is closed")
+            if self._redis is None:
+                self._redis = self._discover()
+            return self._redis
+
+    def _discover(self) -> redis.Redis:
+        failures: list[str] = []
+        last: ConnectionError | None = None
+        for address in self._candidates():
+            try:
+                client, reply = self._hello_on(address)
+            except ConnectionError as exc:
+                failures.append(str(exc))
+                last = exc
+                continue
+            better = _routing.better_node(reply, address)
+            if better is not None:
+                try:
+                    client, reply, address = (*self._hello_on(better), better)
+                except ConnectionError:
+                    pass  # the one that answered will do
+            self._address, self._hello, self._prefer = address, reply, None
+            return client
+        raise self._unreachable(failures, last)
+
+    def _move(self, to: Address | None) -> None:
+        """Leave the current node: for `to`, or (None) for any other, this one last."""
+        with self._lock:
+            client, self._redis = self._redis, None
+            if to is None and self._address is not None:
+                self._avoid.add(self._address)
+            self._prefer = to
+        if client is not None:
+            client.close()
+
+    def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
+        """A command about jobs, sent to the node that made them when HELLO listed it
+        (safe to send again where the client is if that node cannot be reached)."""
+        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        if target is None:
+            return self._run(call)
+        with self._lock:
+            peer = self._peers.get(target)
+            if peer is None:
+                peer = self._peers[target] = self._new_redis(target)
+        try:
+            return self._exchange(peer, call, target)
+        except ConnectionError:
+            with self._lock:
+                self._peers.pop(target, None)
+            peer.close()
+            return self._run(call)
+
+    def _hello_on(self, address: Address) -> tuple[redis.Redis, Hello]:
+        """A redis-py client on `address` and the node's HELLO; in RESP2 if the node
+        refuses redis-py's RESP3 handshake (a Disque server)."""
+        while True:
+            client = self._new_redis(address)
+            try:
+                return client, self._exchange(client, cmd.hello(address[0]), address)
+            except ReplyError as exc:
+                client.close()
+                if not self._resp3_refused(address, exc):
+                    raise
+            except BaseException:
+                client.close()
+                raise
+
+    def _drop(self, client: redis.Redis) -> None:
+        with self._lock:
+            if self._redis is client:
+                self._redis = None
+        client.close()
+
+    def _exchange(self, client: redis.Redis, call: Call[T], address: Address) -> T:
+        """Send one command on a pooled connection and parse its reply."""
+        pool = client.connection_pool
+        try:
+            connection = pool.get_connection()
+            try:
+                connection.send_command(*call.args)
+                if call.wait_s is None:
+                    reply = connection.read_response()
+                else:
+                    reply = connection.read_response(timeout=self._read_timeout(call.wait_s))
+            finally:
+                pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, format_address(address)) from exc
+        return call.parse(reply)
+
+    def _run(self, call: Call[T]) -> T:
+        client = self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return self._exchange(client, call, address)
+        except ConnectionError:
+            self._drop(client)
+            raise
+
+    def _run_write(self, call: Call[T]) -> T:
+        try:
+            return self._run(call)
+        except ConnectionError as exc:
+            raise _routing.maybe_added(exc) from exc
+
+    def _exchange_batch(
+        self, client: redis.Redis, batch: _batch.AddJobsBatch, address: Address
+    ) -> list[str | ReplyError]:
+        """Send the batch chunk by chunk on one pooled connection, each chunk in one
+        write, and read every reply. An error reply is kept in its place and the reading
+        goes on, so the connection stays in step with the node."""
+        pool = client.connection_pool
+        timeout = None if batch.wait_s is None else self._read_timeout(batch.wait_s)
+        results: list[str | ReplyError] = []
+        append = results.append
+        try:
+            connection = pool.get_connection()
+            try:
+                read = connection.read_response
+                for count, packed in batch.chunks():
+                    connection.send_packed_command([packed])
+                    for _ in range(count):
+                        try:
+                            reply = read() if batch.wait_s is None else read(timeout=timeout)
+                        except redis.ResponseError as exc:
+                            append(reply_error_from_redis(exc))
+                        else:
+                            append(_batch.reply_id(reply))
+            except BaseException:
+                # Interrupted between two replies (Ctrl-C): replies are still on their way
+                # and would be read by the next command. redis-py closes the connection
+                # itself for the failures inside read_response and send_packed_command.
+                connection.disconnect()
+                raise
+            finally:
+                pool.release(connection)
+        except redis.RedisError as exc:
+            raise error_from_redis(exc, format_address(address)) from exc
+        return results
+
+    def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:
+        client = self._connection()
+        address = self._address or self._configured[0]
+        try:
+            return self._exchange_batch(client, batch, address)
+        except ConnectionError:
+            self._drop(client)
+            raise
