@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import math
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 import redis
@@ -33,6 +33,7 @@ from conveyor.client.errors import (
 from conveyor.client.job import Hello
 
 T = TypeVar("T")
+A = TypeVar("A")  # what an exchange sends: a call, or a batch
 
 
 class AsyncTransport(BaseClient):
@@ -158,10 +159,16 @@ class AsyncTransport(BaseClient):
         return call.parse(reply)
 
     async def _run(self, call: Call[T]) -> T:
+        return await self._on_current(self._exchange, call)
+
+    async def _on_current(
+        self, exchange: Callable[[redis.asyncio.Redis, A, Address], Awaitable[T]], what: A
+    ) -> T:
+        """`exchange` on the current node's connection (see `Client._on_current`)."""
         client = await self._connection()
         address = self._address or self._configured[0]
         try:
-            return await self._exchange(client, call, address)
+            return await exchange(client, what, address)
         except ConnectionError:
             await self._drop(client)
             raise
@@ -221,10 +228,4 @@ class AsyncTransport(BaseClient):
         return results
 
     async def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:
-        client = await self._connection()
-        address = self._address or self._configured[0]
-        try:
-            return await self._exchange_batch(client, batch, address)
-        except ConnectionError:
-            await self._drop(client)
-            raise
+        return await self._on_current(self._exchange_batch, batch)

@@ -6,7 +6,7 @@ says how discovery and failover behave). Public methods belong in `conveyor.clie
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import redis
@@ -28,6 +28,7 @@ from conveyor.client.errors import (
 from conveyor.client.job import Hello
 
 T = TypeVar("T")
+A = TypeVar("A")  # what an exchange sends: a call, or a batch
 
 
 class SyncTransport(BaseClient):
@@ -142,10 +143,15 @@ class SyncTransport(BaseClient):
         return call.parse(reply)
 
     def _run(self, call: Call[T]) -> T:
+        return self._on_current(self._exchange, call)
+
+    def _on_current(self, exchange: Callable[[redis.Redis, A, Address], T], what: A) -> T:
+        """`exchange` on the current node's connection. A connection lost is dropped, so
+        the next command connects again (a node of the list, or a discovered one)."""
         client = self._connection()
         address = self._address or self._configured[0]
         try:
-            return self._exchange(client, call, address)
+            return exchange(client, what, address)
         except ConnectionError:
             self._drop(client)
             raise
@@ -192,10 +198,4 @@ class SyncTransport(BaseClient):
         return results
 
     def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:
-        client = self._connection()
-        address = self._address or self._configured[0]
-        try:
-            return self._exchange_batch(client, batch, address)
-        except ConnectionError:
-            self._drop(client)
-            raise
+        return self._on_current(self._exchange_batch, batch)
