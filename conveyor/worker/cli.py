@@ -16,7 +16,6 @@ from conveyor.worker.queuedir import (
     QueueConfig,
     QueueConfigError,
     create_queue,
-    dir_name,
 )
 from conveyor.worker.webhooks import check_url
 
@@ -163,7 +162,10 @@ def status(queue_ref: str, parent: Path, message_id: str | None) -> None:
     """Messages on this host by state, or one message's status.json."""
     config = _load(queue_ref, parent)
     if message_id:
-        click.echo(_status_text(config.directory, message_id))
+        found = MessageStore(config.directory).status_text(message_id)
+        if found is None:
+            raise click.ClickException(f"no message {message_id} in {config.directory}")
+        click.echo(found[1])
         return
     for state in ("que", "run", "done", "err", "relayed"):
         folder = config.directory / state
@@ -175,20 +177,6 @@ def status(queue_ref: str, parent: Path, message_id: str | None) -> None:
             except (OSError, json.JSONDecodeError):
                 doc = {}
             click.echo(f"  {name}  {doc.get('status', '')}")
-
-
-def _status_text(directory: Path, message_id: str) -> str:
-    # A worker may move the message to its next state between the glob and the read:
-    # look again rather than fail on a message that is still there.
-    for _attempt in range(5):
-        path = next(directory.glob(f"*/{dir_name(message_id)}/status.json"), None)
-        if path is None:
-            break
-        try:
-            return path.read_text()
-        except FileNotFoundError:
-            continue
-    raise click.ClickException(f"no message {message_id} in {directory}")
 
 
 @queue.command("rerun")

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 STATES = ("que", "run", "done", "err", "relayed")
+# Lookups of a message that keeps moving while we read it, before it counts as gone.
+_LOOKUPS = 5
 _DEFAULT_EXEC_PREFIX = "bash -lc"
 
 
@@ -214,6 +216,20 @@ class MessageStore:
         os.replace(path, target)
         self.set_status(target, state, text, **extra)
         return target
+
+    def status_text(self, job_id: str) -> tuple[str, str] | None:
+        """(state, the text of status.json) of a message, None if there is none. A worker
+        may move the message to its next state between the lookup and the read: it is
+        looked for again rather than reported missing."""
+        for _attempt in range(_LOOKUPS):
+            found = self.find(job_id)
+            if found is None:
+                return None
+            try:
+                return found[0], (found[1] / "status.json").read_text()
+            except FileNotFoundError:
+                continue
+        return None
 
     def status(self, job_id: str) -> dict[str, Any] | None:
         found = self.find(job_id)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conveyor.client import Client
+from conveyor.worker.queuedir import STATES, dir_name
 from tests.servers import NodeProcess, running_node
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -104,8 +105,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = ""
 
 
 def message_state(queue_dir: Path, job_id: str) -> tuple[str, dict[str, Any]] | None:
-    name = job_id.replace("/", "_")
-    for state in ("que", "run", "done", "err", "relayed"):
+    name = dir_name(job_id)
+    for state in STATES:
         status = queue_dir / state / name / "status.json"
         try:
             return state, json.loads(status.read_text())

@@ -106,3 +106,20 @@ def test_rerun_an_err_message(node: NodeProcess, tmp_path: Path) -> None:
     assert store.status("D-old")["status"] == f"by design (re-run as {new_id})"  # type: ignore[index]
     missing = conveyor("queue", "rerun", str(tmp_path / "q"), "D-nope", "--nodes", nodes)
     assert missing.returncode != 0 and "no finished message D-nope" in missing.stderr
+
+
+def test_status_of_one_message(tmp_path: Path) -> None:
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "config.json").write_text('{"name": "q", "script": "/bin/true"}')
+    store = MessageStore(tmp_path / "q")
+    store.move(store.enter_run("D-a/b", {"id": "D-a/b"}), "done", "all good")
+    found = store.status_text("D-a/b")
+    assert found is not None and found[0] == "done"
+    assert json.loads(found[1])["status"] == "all good"
+    assert store.status_text("D-nope") is None
+    shown = conveyor("queue", "status", str(tmp_path / "q"), "D-a/b")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "all good"
+    missing = conveyor("queue", "status", str(tmp_path / "q"), "D-nope")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert f"no message D-nope in {tmp_path / 'q'}" in missing.stderr
