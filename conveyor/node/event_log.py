@@ -62,6 +62,8 @@ FLUSH_PARTS = FLUSH_EVENTS * PARTS_PER_EVENT
 _WRITE_CHUNK_PARTS = 8192 * PARTS_PER_EVENT
 # Distinct queue names whose escaped form is kept; past this the cache starts over.
 _QUEUE_CACHE_MAX = 10_000
+# Files already checked for a torn last line; a node running for months starts over.
+_CHECKED_MAX = 64
 
 EVENTS = (
     EV_ADDED,
@@ -309,6 +311,8 @@ class EventLog:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, flags, 0o644)
         if path not in self._checked:
+            if len(self._checked) >= _CHECKED_MAX:
+                self._checked.clear()  # a new file an hour: checking again costs one read
             self._checked.add(path)
             try:
                 self._terminate_torn_line(path, fd)
