@@ -6,9 +6,11 @@ import random
 import socket
 from pathlib import Path
 
-# Ports are picked below the kernel's ephemeral range (32768-60999 on Linux): a port from
-# there can be taken, between our probe and the node's bind, as the local end of any
-# outbound connection on the machine (CI saw "address already in use").
+# Cluster ports are picked below the kernel's ephemeral range (32768-60999 on Linux): a port
+# from there can be taken, between our probe and the node's bind, as the local end of any
+# outbound connection on the machine (CI saw "address already in use"). Other ports stay in
+# the ephemeral range, so a cluster node reconnecting to a stopped peer's bus port never
+# reaches a plain node of another test.
 _LOWEST = 10_000
 _EPHEMERAL_START = 32_768
 _rand = random.Random()
@@ -35,13 +37,12 @@ def _bindable(*ports: int) -> bool:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral range."""
-    top = max(_ephemeral_start(), _LOWEST + 1000)
-    for _ in range(200):
-        port = _rand.randrange(_LOWEST, top)
-        if _bindable(port):
-            return port
-    raise RuntimeError("no free port on 127.0.0.1")
+    """A TCP port on 127.0.0.1 that was free a moment ago, chosen by the kernel (in its
+    ephemeral range, apart from the cluster ports below it; NodeProcess picks again if
+    the port is taken before the node binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def free_cluster_port() -> int:
