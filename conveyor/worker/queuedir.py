@@ -210,11 +210,13 @@ class MessageStore:
         )
 
     def move(self, path: Path, state: str, text: str, **extra: Any) -> Path:
+        # The status is written before the directory moves: a reader that finds the
+        # message in its new state's folder must never read the old state's status.
         target = self.root / state / path.name
+        self.set_status(path, state, text, **extra)
         if target.exists():
             shutil.rmtree(target)  # an older copy (a message run twice): the new one wins
         os.replace(path, target)
-        self.set_status(target, state, text, **extra)
         return target
 
     def status_text(self, job_id: str) -> tuple[str, str] | None:

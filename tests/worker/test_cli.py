@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -123,3 +126,27 @@ def test_status_of_one_message(tmp_path: Path) -> None:
     missing = conveyor("queue", "status", str(tmp_path / "q"), "D-nope")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert f"no message D-nope in {tmp_path / 'q'}" in missing.stderr
+
+
+def test_a_message_in_its_new_folder_never_shows_the_old_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI saw done/<id>/status.json still saying "run": the status was written after the
+    # directory moved. Look at the status at the instant of each directory move.
+    store = MessageStore(tmp_path / "q")
+    seen_at_move: list[tuple[str, str]] = []
+    real_replace = os.replace
+
+    def replace_and_look(source: Any, target: Any) -> None:
+        if Path(source).is_dir():
+            state = json.loads((Path(source) / "status.json").read_text())["state"]
+            seen_at_move.append((Path(target).parent.name, state))
+        real_replace(source, target)
+
+    monkeypatch.setattr("conveyor.worker.queuedir.os.replace", replace_and_look)
+    path = store.enter_run("D-moving", {"id": "D-moving"})
+    store.set_status(path, "run", "running", pid=12345)
+    store.move(path, "done", "ok")
+    store.move(store.enter_run("D-failing", {}), "err", "exit 1")
+    assert seen_at_move == [("done", "done"), ("err", "err")]
+    assert store.status("D-moving") == {"state": "done", "status": "ok", "updated": ANY}
