@@ -12,11 +12,11 @@ from conveyor.core import errors
 from conveyor.core.args import AddJobArgs
 from conveyor.core.effects import (
     EV_ADDED,
+    EV_ADDED_QUEUED,
     EV_DELETED,
     EV_EVICTED,
     EV_EXPIRED,
     EV_IMPORTED,
-    EV_QUEUED,
     EV_REPLICATED,
     WokenGetJob,
 )
@@ -129,14 +129,12 @@ class JobsMixin(CoreState):
         )
         # What _enqueue does for a first queueing that nobody waits for: no counters,
         # no dead-letter rule, no waiters to serve (ruled out above).
-        events = self.job_events
-        if events is not None:
-            events.append((EV_ADDED, job, now_ms, queue_name, ACTIVE, 0, 0))
         job.flags = QUEUED_ONCE
         queue.admit(job, now_ms)
         self.timers.file_job(job, job.etime, now_ms)
+        events = self.job_events
         if events is not None:
-            events.append((EV_QUEUED, job, now_ms, queue_name, QUEUED, 0, 0))
+            events.append((EV_ADDED_QUEUED, job, now_ms, queue_name, QUEUED, 0, 0))
         return job
 
     def _register(

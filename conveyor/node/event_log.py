@@ -33,6 +33,7 @@ from pathlib import Path
 from conveyor.core.effects import (
     EV_ACKED,
     EV_ADDED,
+    EV_ADDED_QUEUED,
     EV_DEAD_LETTERED,
     EV_DELETED,
     EV_DELIVERED,
@@ -154,13 +155,12 @@ class EventLog:
         heads: dict = self._heads
         tails: dict = self._tails
         parts: list = self.parts
-        # The last two heads and the last zero-counter tail, checked by identity first:
-        # a batch of ADDJOBs alternates "added" and "queued" on one queue (whose jobs
-        # share its name object), so most events need no dict lookup at all.
-        event_a: object = None
-        head_a: bytes = b""
-        event_b: object = None
-        head_b: bytes = b""
+        # Checked by identity before any dict lookup: the last head used, the "added" head
+        # of this millisecond and the last zero-counter tail (a batch's jobs mostly share
+        # one queue name object).
+        last_event: object = None
+        last_head: bytes = b""
+        head_added: bytes = b""
         zero_queue: object = None
         zero_tail: bytes = b""
         for event, job, time_ms, queue, _state, nacks, deliveries in events:
@@ -170,20 +170,11 @@ class EventLog:
                 last_ms = time_ms
                 heads = self._heads
                 parts = self.parts
-                event_a = event_b = None
-            if event is event_a:
-                head = head_a
-            elif event is event_b:
-                head = head_b
-            else:
-                head = heads.get(event)
-                if head is None:
-                    if event == EV_RELEASED:
-                        continue
-                    head = self._head(event)
-                event_b, head_b = event_a, head_a
-                event_a, head_a = event, head
-            if nacks or deliveries:
+                last_event = None
+                head_added = b""
+            if queue is zero_queue and event is EV_ADDED_QUEUED:
+                tail = zero_tail  # a plain ADDJOB's counters are 0: no need to test them
+            elif nacks or deliveries:
                 tail = _tail(self._escaped(queue), nacks, deliveries)
             elif queue is zero_queue:
                 tail = zero_tail
@@ -192,8 +183,26 @@ class EventLog:
                 if tail is None:
                     tail = self._zero_tail(queue)
                 zero_queue, zero_tail = queue, tail
+            job_id = job.id
+            if event is EV_ADDED_QUEUED:
+                # A plain ADDJOB, one event for two lines: "added" here, "queued" below.
+                if not head_added:
+                    head_added = heads.get(EV_ADDED) or self._head(EV_ADDED)
+                parts.append(head_added)
+                parts.append(job_id)
+                parts.append(tail)
+                event = EV_QUEUED
+            if event is last_event:
+                head = last_head
+            else:
+                head = heads.get(event)
+                if head is None:
+                    if event == EV_RELEASED:
+                        continue
+                    head = self._head(event)
+                last_event, last_head = event, head
             parts.append(head)
-            parts.append(job.id)
+            parts.append(job_id)
             parts.append(tail)
 
     def record(self, event: str, job: Job, now_ms: int) -> None:

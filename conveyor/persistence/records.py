@@ -17,6 +17,7 @@ from conveyor.core.codec import NODE_NAME_LEN, encode_job
 from conveyor.core.effects import (
     EV_ACKED,
     EV_ADDED,
+    EV_ADDED_QUEUED,
     EV_DELETED,
     EV_EVICTED,
     EV_EXPIRED,
@@ -160,7 +161,9 @@ class RecordEncoder:
                     continue
                 append(encode(added, added_state))
                 added = None
-            if event is EV_ADDED or event is EV_REPLICATED or event is EV_IMPORTED:
+            if event is EV_ADDED_QUEUED:
+                append(encode(job, QUEUED))
+            elif event is EV_ADDED or event is EV_REPLICATED or event is EV_IMPORTED:
                 if state == WAIT_REPL:
                     continue  # written once replicated: a job the client was not told of
                 added = job

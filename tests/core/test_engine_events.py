@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from conveyor.core.effects import one_per_change
 from conveyor.core.engine import AddJobArgs, Engine, EngineConfig
 from conveyor.core.job import Job
 from conveyor.core.waiters import Waiter
@@ -29,7 +30,8 @@ class Recorder:
 
     @property
     def events(self) -> list[Event]:
-        for event, job, time_ms, queue, _state, nacks, deliveries in self.engine.take_job_events():
+        taken = one_per_change(self.engine.take_job_events())
+        for event, job, time_ms, queue, _state, nacks, deliveries in taken:
             self._events.append((event, job.id, queue, nacks, deliveries, time_ms))
         return self._events
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conveyor.core.args import AddJobArgs
 from conveyor.core.codec import decode_job, encode_job
+from conveyor.core.effects import EV_ADDED, EV_ADDED_QUEUED, EV_QUEUED, one_per_change
 from conveyor.core.job import ACTIVE, QUEUED, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.records import job_record
@@ -54,6 +55,20 @@ def test_addjob_writes_one_loadjob_with_the_state_after_queueing() -> None:
     first, second = (decode_job(argument)[0] for _, argument in written)
     assert (first.id, first.state, first.flags) == (queued.id, QUEUED, 3)
     assert (second.id, second.state, second.flags) == (delayed.id, ACTIVE, 0)
+
+
+def test_a_plain_addjob_event_writes_what_its_two_events_write() -> None:
+    core = recording_core()
+    core.add_default_job(b"q", b"first", NOW)  # makes the queue: the general path
+    core.add_default_job(b"q", b"now", NOW)
+    add(core, b"q", b"later", delay=60)
+    events = core.take_job_events()
+    kinds = [event[0] for event in events]
+    assert kinds == [EV_ADDED, EV_QUEUED, EV_ADDED_QUEUED, EV_ADDED]
+    encoder = RecordEncoder(NODE.encode())
+    written = encoder.from_events(events)
+    assert len(written) == 3
+    assert written == encoder.from_events(list(one_per_change(events)))
 
 
 def test_deliveries_nacks_and_dequeues_write_nothing_acks_write_deljob() -> None:

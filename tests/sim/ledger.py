@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from conveyor.core.codec import JobRecord
-from conveyor.core.effects import EV_ADDED, EV_DELETED, EV_IMPORTED, JobEvent
+from conveyor.core.effects import EV_ADDED, EV_ADDED_QUEUED, EV_DELETED, EV_IMPORTED, JobEvent
 from conveyor.core.errors import CommandError
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class Ledger:
             if kind == EV_DELETED:
                 self._deleted(node, job.id, job.nodes_delivered)
                 continue
-            if kind != EV_ADDED and kind != EV_IMPORTED:
+            if kind != EV_ADDED and kind != EV_ADDED_QUEUED and kind != EV_IMPORTED:
                 continue
             info = self.jobs.get(job.id)
             if info is None:
