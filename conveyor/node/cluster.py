@@ -58,6 +58,7 @@ MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
 # Pending actions from one read that are written at once (flush): 8 ADDJOBs' REPLJOBs to
 # two nodes. Fewer wait for the end of the loop's turn.
+MID_READ_ACTIONS = 32
 FLUSH_ACTIONS = 16
 
 
@@ -245,6 +246,13 @@ class ClusterDriver:
             self._send_now()  # a federation push moves a batch: the other node may start
         elif self._flush_soon is None:
             self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
+
+    def send_if_many(self) -> None:
+        """Mid-read, after an ADDJOB that waits for its copies: once a pipeline's REPLJOBs
+        are many, they go before the rest of the read runs, so the other nodes copy
+        these jobs while this one parses the next ones."""
+        if len(self.membership.actions) >= MID_READ_ACTIONS:
+            self._send_now()
 
     def _send_now(self) -> None:
         if self._flush_soon is not None:

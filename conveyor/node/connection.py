@@ -247,11 +247,13 @@ class Connection(asyncio.Protocol):
                     else:
                         out.append(reply)
                         out_bytes += len(reply)
-                elif deferred is None and self.deferred is not None and out:
-                    # This ADDJOB's reply comes later: what came before it goes now.
-                    self.write(b"".join(out))
-                    out.clear()
-                    out_bytes = 0
+                else:
+                    if deferred is None and self.deferred is not None and out:
+                        # This ADDJOB's reply comes later: what came before it goes now.
+                        self.write(b"".join(out))
+                        out.clear()
+                        out_bytes = 0
+                    server.cluster.send_if_many()
                 if self.closed:
                     break
                 budget -= 1

@@ -135,6 +135,25 @@ def test_pipelined_adds_travel_in_few_frames(
         assert holders(cluster, job_id) == 3
 
 
+def test_a_long_pipeline_of_synchronous_adds_is_copied_while_it_is_read(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    """The copies of the first jobs leave before the rest of the read is parsed (every
+    16 jobs here, MID_READ_ACTIONS), so the other nodes work alongside this one: in one
+    read, 200 ADDJOBs once went as one REPLJOB per node (2 messages)."""
+    form(tmp_path, cluster, 3)
+    wait_for(lambda: reachable(cluster[0]) == 2, "links from the first node up")
+    before = messages_sent(cluster[0])
+    pipe = cluster[0].client().pipeline(transaction=False)
+    for n in range(200):
+        pipe.execute_command("ADDJOB", "q", f"job {n}", "5000", "REPLICATE", "3")
+    job_ids = pipe.execute()
+    sent = messages_sent(cluster[0]) - before
+    assert 2 * (200 // 16) <= sent < 200, sent
+    for job_id in job_ids[::20]:
+        assert holders(cluster, job_id) == 3
+
+
 def test_a_batch_keeps_each_entrys_aux_and_comes_back_one_by_one() -> None:
     ids = [job(n).id for n in range(3)]
     actions: list[Action] = [
