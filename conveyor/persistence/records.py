@@ -143,8 +143,9 @@ class RecordEncoder:
         synchronous replication completed; a job still in wait-repl is not written) is
         written with the state it had when its ADDJOB finished: the core reports "added"
         and, for a job queued at once, "queued" right after it, so the LOADJOB waits one
-        event (a plain ADDJOB comes as one "added+queued", written at once). Flags and counters are read now, which for a job added and delivered in
-        the same batch includes DELIVERED (it then reloads as delivered, the safe side).
+        event (a plain ADDJOB comes as one "added+queued", written at once). Flags and
+        counters are read now, which for a job added and delivered in the same batch
+        includes DELIVERED (it then reloads as delivered, the safe side).
         This runs once per ADDJOB: plain locals and identity tests, no per-batch dicts.
         """
         out: list[bytes] = []
