@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import redis
 import redis.asyncio
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -133,30 +134,41 @@ class AsyncTransport(BaseClient):
         await client.aclose()
 
     async def _exchange(self, client: redis.asyncio.Redis, call: Call[T], address: Address) -> T:
+        return call.parse(await self._pooled(client, address, self._send_call, call))
+
+    async def _send_call(self, connection: Connection, call: Call[T]) -> object:
+        await connection.send_command(*call.args)
+        if call.wait_s is None:
+            return await connection.read_response()
+        limit = self._read_timeout(call.wait_s)
+        if limit is None:
+            return await connection.read_response(timeout=math.inf)
+        # Not read_response(timeout=...): on expiry it returns None and leaves the
+        # connection open, with a reply still to come.
+        async with asyncio.timeout(limit):
+            return await connection.read_response(timeout=math.inf)
+
+    async def _pooled(
+        self,
+        client: redis.asyncio.Redis,
+        address: Address,
+        talk: Callable[[Connection, A], Awaitable[T]],
+        what: A,
+    ) -> T:
+        """`talk(connection, what)` on a connection of `client`'s pool, given back after;
+        redis-py's errors and timeouts come out as Conveyor's, naming `address`."""
         pool = client.connection_pool
-        where = format_address(address)
         try:
             connection = await pool.get_connection()
             try:
-                await connection.send_command(*call.args)
-                if call.wait_s is None:
-                    reply = await connection.read_response()
-                else:
-                    limit = self._read_timeout(call.wait_s)
-                    if limit is None:
-                        reply = await connection.read_response(timeout=math.inf)
-                    else:
-                        # Not read_response(timeout=...): on expiry it returns None and
-                        # leaves the connection open, with a reply still to come.
-                        async with asyncio.timeout(limit):
-                            reply = await connection.read_response(timeout=math.inf)
+                return await talk(connection, what)
             finally:
                 await pool.release(connection)
         except redis.RedisError as exc:
-            raise error_from_redis(exc, where) from exc
+            raise error_from_redis(exc, format_address(address)) from exc
         except builtins.TimeoutError as exc:
+            where = format_address(address)
             raise TimeoutError("timed out waiting for the reply", where) from exc
-        return call.parse(reply)
 
     async def _run(self, call: Call[T]) -> T:
         return await self._on_current(self._exchange, call)
@@ -176,8 +188,13 @@ class AsyncTransport(BaseClient):
     async def _exchange_batch(
         self, client: redis.asyncio.Redis, batch: _batch.AddJobsBatch, address: Address
     ) -> list[str | ReplyError]:
-        """Send the batch chunk by chunk on one pooled connection, each chunk in one
-        write, and read every reply (see `Client._exchange_batch`).
+        return await self._pooled(client, address, self._send_batch, batch)
+
+    async def _send_batch(
+        self, connection: Connection, batch: _batch.AddJobsBatch
+    ) -> list[str | ReplyError]:
+        """Send the batch chunk by chunk, each chunk in one write, and read every reply
+        (the blocking twin: `SyncTransport._send_batch`).
 
         Each reply must come within `limit` of the previous one, as for a single command.
         `read_response()` would arm and cancel a timer per reply, which is most of the
@@ -185,46 +202,36 @@ class AsyncTransport(BaseClient):
         covers the batch and is pushed back at most every `limit / 2` seconds, to 1.5
         `limit` ahead: a stalled node is noticed between `limit` and 1.5 `limit` after
         its last reply, never sooner."""
-        pool = client.connection_pool
-        where = format_address(address)
         limit = self._read_timeout(batch.wait_s)  # None: wait as long as it takes
         loop = asyncio.get_running_loop()
         results: list[str | ReplyError] = []
         append = results.append
         try:
-            connection = await pool.get_connection()
-            try:
-                read = connection.read_response
-                async with asyncio.timeout(None) as deadline:
-                    moved = loop.time()
-                    for count, packed in batch.chunks():
+            read = connection.read_response
+            async with asyncio.timeout(None) as deadline:
+                moved = loop.time()
+                for count, packed in batch.chunks():
+                    if limit is not None:
+                        moved = loop.time()
+                        deadline.reschedule(moved + 1.5 * limit)
+                    await connection.send_packed_command([packed])
+                    for _ in range(count):
+                        try:
+                            reply = await read(timeout=math.inf)
+                        except redis.ResponseError as exc:
+                            append(reply_error_from_redis(exc))
+                        else:
+                            append(_batch.reply_id(reply))
                         if limit is not None:
-                            moved = loop.time()
-                            deadline.reschedule(moved + 1.5 * limit)
-                        await connection.send_packed_command([packed])
-                        for _ in range(count):
-                            try:
-                                reply = await read(timeout=math.inf)
-                            except redis.ResponseError as exc:
-                                append(reply_error_from_redis(exc))
-                            else:
-                                append(_batch.reply_id(reply))
-                            if limit is not None:
-                                now = loop.time()
-                                if now - moved > limit / 2:
-                                    moved = now
-                                    deadline.reschedule(now + 1.5 * limit)
-            except BaseException:
-                # Whatever stopped the batch (cancellation, a timeout), replies may still
-                # be on their way: the connection must not serve another command.
-                await connection.disconnect(nowait=True)
-                raise
-            finally:
-                await pool.release(connection)
-        except redis.RedisError as exc:
-            raise error_from_redis(exc, where) from exc
-        except builtins.TimeoutError as exc:
-            raise TimeoutError("timed out waiting for the reply", where) from exc
+                            now = loop.time()
+                            if now - moved > limit / 2:
+                                moved = now
+                                deadline.reschedule(now + 1.5 * limit)
+        except BaseException:
+            # Whatever stopped the batch (cancellation, a timeout), replies may still be
+            # on their way: the connection must not serve another command.
+            await connection.disconnect(nowait=True)
+            raise
         return results
 
     async def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:

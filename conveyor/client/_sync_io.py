@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import redis
 from redis.backoff import NoBackoff
+from redis.connection import Connection
 from redis.retry import Retry
 
 from conveyor.client import _batch, _routing
@@ -127,20 +128,28 @@ class SyncTransport(BaseClient):
 
     def _exchange(self, client: redis.Redis, call: Call[T], address: Address) -> T:
         """Send one command on a pooled connection and parse its reply."""
+        return call.parse(self._pooled(client, address, self._send_call, call))
+
+    def _send_call(self, connection: Connection, call: Call[T]) -> object:
+        connection.send_command(*call.args)
+        if call.wait_s is None:
+            return connection.read_response()
+        return connection.read_response(timeout=self._read_timeout(call.wait_s))
+
+    def _pooled(
+        self, client: redis.Redis, address: Address, talk: Callable[[Connection, A], T], what: A
+    ) -> T:
+        """`talk(connection, what)` on a connection of `client`'s pool, given back after;
+        redis-py's errors come out as Conveyor's, naming `address`."""
         pool = client.connection_pool
         try:
             connection = pool.get_connection()
             try:
-                connection.send_command(*call.args)
-                if call.wait_s is None:
-                    reply = connection.read_response()
-                else:
-                    reply = connection.read_response(timeout=self._read_timeout(call.wait_s))
+                return talk(connection, what)
             finally:
                 pool.release(connection)
         except redis.RedisError as exc:
             raise error_from_redis(exc, format_address(address)) from exc
-        return call.parse(reply)
 
     def _run(self, call: Call[T]) -> T:
         return self._on_current(self._exchange, call)
@@ -165,36 +174,34 @@ class SyncTransport(BaseClient):
     def _exchange_batch(
         self, client: redis.Redis, batch: _batch.AddJobsBatch, address: Address
     ) -> list[str | ReplyError]:
-        """Send the batch chunk by chunk on one pooled connection, each chunk in one
-        write, and read every reply. An error reply is kept in its place and the reading
-        goes on, so the connection stays in step with the node."""
-        pool = client.connection_pool
+        return self._pooled(client, address, self._send_batch, batch)
+
+    def _send_batch(
+        self, connection: Connection, batch: _batch.AddJobsBatch
+    ) -> list[str | ReplyError]:
+        """Send the batch chunk by chunk, each chunk in one write, and read every reply.
+        An error reply is kept in its place and the reading goes on, so the connection
+        stays in step with the node."""
         timeout = None if batch.wait_s is None else self._read_timeout(batch.wait_s)
         results: list[str | ReplyError] = []
         append = results.append
         try:
-            connection = pool.get_connection()
-            try:
-                read = connection.read_response
-                for count, packed in batch.chunks():
-                    connection.send_packed_command([packed])
-                    for _ in range(count):
-                        try:
-                            reply = read() if batch.wait_s is None else read(timeout=timeout)
-                        except redis.ResponseError as exc:
-                            append(reply_error_from_redis(exc))
-                        else:
-                            append(_batch.reply_id(reply))
-            except BaseException:
-                # Interrupted between two replies (Ctrl-C): replies are still on their way
-                # and would be read by the next command. redis-py closes the connection
-                # itself for the failures inside read_response and send_packed_command.
-                connection.disconnect()
-                raise
-            finally:
-                pool.release(connection)
-        except redis.RedisError as exc:
-            raise error_from_redis(exc, format_address(address)) from exc
+            read = connection.read_response
+            for count, packed in batch.chunks():
+                connection.send_packed_command([packed])
+                for _ in range(count):
+                    try:
+                        reply = read() if batch.wait_s is None else read(timeout=timeout)
+                    except redis.ResponseError as exc:
+                        append(reply_error_from_redis(exc))
+                    else:
+                        append(_batch.reply_id(reply))
+        except BaseException:
+            # Interrupted between two replies (Ctrl-C): replies are still on their way
+            # and would be read by the next command. redis-py closes the connection
+            # itself for the failures inside read_response and send_packed_command.
+            connection.disconnect()
+            raise
         return results
 
     def _run_batch(self, batch: _batch.AddJobsBatch) -> list[str | ReplyError]:

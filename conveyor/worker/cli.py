@@ -12,6 +12,7 @@ import click
 from conveyor.client import Client, ConveyorError
 from conveyor.worker.envelope import Attachment, Envelope, EnvelopeError
 from conveyor.worker.queuedir import (
+    STATES,
     MessageStore,
     QueueConfig,
     QueueConfigError,
@@ -167,7 +168,7 @@ def status(queue_ref: str, parent: Path, message_id: str | None) -> None:
             raise click.ClickException(f"no message {message_id} in {config.directory}")
         click.echo(found[1])
         return
-    for state in ("que", "run", "done", "err", "relayed"):
+    for state in STATES:
         folder = config.directory / state
         names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         click.echo(f"{state}: {len(names)}")
