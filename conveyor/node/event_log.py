@@ -172,6 +172,8 @@ class EventLog:
                 parts = self.parts
                 last_event = None
                 head_added = b""
+            if event is EV_RELEASED:
+                continue  # before its tail is made (an ACKJOB's every other event)
             if queue is zero_queue and event is EV_ADDED_QUEUED:
                 tail = zero_tail  # a plain ADDJOB's counters are 0: no need to test them
             elif nacks or deliveries:
