@@ -73,6 +73,7 @@ class Membership(FailureDetection):
         self.iteration = 0
         self.config_dirty = False  # nodes.conf should be written
         self.view_dirty = True  # size or reachability may have changed
+        self.epoch = 0  # counts changes of the node set or its flags: for caches of the view
         self._reachable: list[ClusterNode] | None = None  # reachable()'s, until a change
         self.actions: list[Action] = []
         # Parts whose sends are made once per batch, when the actions are taken (a
@@ -124,6 +125,7 @@ class Membership(FailureDetection):
         return node is not None and node.batches
 
     def _changed(self, config: bool = True) -> None:
+        self.epoch += 1
         self.view_dirty = True
         self._reachable = None
         self.config_dirty = self.config_dirty or config

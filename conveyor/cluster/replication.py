@@ -97,6 +97,14 @@ class Replication:
         self.rand = rand
         self.pending: dict[bytes, PendingAdd] = {}
         self.taken_once = TakenOnce()  # at-most-once copies taken by REPLJOB
+        # Caches of what every ADDJOB asks again: the reachable others (for the list
+        # membership.reachable() returned) and our header with NOREPLY (for our header).
+        self._others: tuple[bytes, ...] = ()
+        self._others_of: object = None
+        self._noreply: Header | None = None
+        self._noreply_of: Header | None = None
+        # known_names' last answer: (membership epoch, names asked, names known)
+        self._last_known: tuple[int, tuple[bytes, ...], tuple[bytes, ...]] = (-1, (), ())
 
     # -- ADDJOB ---------------------------------------------------------------------------
     def add_job(self, args: AddJobArgs, token: Any, now_ms: int) -> tuple[Job, bool]:
@@ -113,17 +121,20 @@ class Replication:
         if args.repl == 1 and not external:
             return job, True
         me = self.membership.name
-        targets = self._pick(args.repl if external else args.repl - 1, exclude=(me,))
+        targets = self._pick_others(args.repl if external else args.repl - 1)
         job.nodes_delivered = targets if external else (me, *targets)
+        # The targets are reachable nodes, past their handshake: sent to without
+        # membership.send_to's checks.
+        record = job_record(job, me, now_ms, for_bus=True)
+        copy = ReplJob(self._header(noreply=not synchronous), (record,))
+        self.membership.actions.extend([Send(name, copy) for name in targets])
         if not synchronous:
-            self._send_copies(job, targets, now_ms, noreply=True)
             if external:
                 self._hand_over(job, targets, now_ms)
             return job, True
         job.nodes_confirmed = () if external else (me,)
         deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
         self.pending[job.id] = PendingAdd(job, token, deadline, now_ms + EXTRA_TARGET_MS)
-        self._send_copies(job, targets, now_ms, noreply=False)
         return job, False
 
     def _hand_over(self, job: Job, holders: tuple[bytes, ...], now_ms: int) -> None:
@@ -141,14 +152,33 @@ class Replication:
             return tuple(names)  # all of them: no need to draw (REPLICATE 3 of 3 nodes)
         return tuple(self.rand.sample(names, count))
 
+    def _pick_others(self, count: int) -> tuple[bytes, ...]:
+        """_pick(count, exclude=(me,)), what every ADDJOB asks: the reachable others are
+        listed again only when membership's reachable list is made again (a view change)."""
+        reachable = self.membership.reachable()
+        if self._others_of is not reachable:
+            me = self.membership.name
+            self._others = tuple(node.name for node in reachable if node.name != me)
+            self._others_of = reachable
+        names = self._others
+        if count >= len(names):
+            return names  # all of them: no need to draw (REPLICATE 3 of 3 nodes)
+        return tuple(self.rand.sample(names, count))
+
+    def _header(self, noreply: bool) -> Header:
+        header = self.membership.header()
+        if not noreply:
+            return header
+        if self._noreply_of is not header:  # made again only when our header is
+            self._noreply = header._replace(mflags=MFLAG_NOREPLY)
+            self._noreply_of = header
+        return self._noreply
+
     def _send_copies(
         self, job: Job, targets: tuple[bytes, ...], now_ms: int, noreply: bool
     ) -> None:
         record = job_record(job, self.membership.name, now_ms, for_bus=True)
-        header = self.membership.header()
-        if noreply:
-            header = header._replace(mflags=MFLAG_NOREPLY)
-        self.membership.send_to(targets, ReplJob(header, (record,)))
+        self.membership.send_to(targets, ReplJob(self._header(noreply), (record,)))
 
     def client_gone(self, job_id: bytes, now_ms: int) -> None:
         """The client of a synchronous ADDJOB left: forget the job, as Disque does."""
@@ -225,15 +255,26 @@ class Replication:
             )
 
     def known_names(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
-        # Names this node does not know are dropped (Disque does the same).
-        return tuple(filter(self.membership.nodes.__contains__, names))
+        # Names this node does not know are dropped (Disque does the same). Every copy
+        # of a run names the same nodes: the last answer holds until the view changes,
+        # and the copies share its tuple.
+        epoch, last_names, last_known = self._last_known
+        if names == last_names and epoch == self.membership.epoch:
+            return last_known
+        known = tuple(filter(self.membership.nodes.__contains__, names))
+        self._last_known = (self.membership.epoch, names, known)
+        return known
 
     def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
-        job = self.core.jobs.get(message.id)
+        self.got_copy(message.header.sender, message.id, now_ms)
+
+    def got_copy(self, sender: bytes, job_id: bytes, now_ms: int) -> None:
+        """`sender` holds a copy of `job_id` (GOTJOB; a batch of them from a Conveyor
+        node comes here entry by entry)."""
+        job = self.core.jobs.get(job_id)
         if job is None or job.state != WAIT_REPL:
             return
         confirmed = job.nodes_confirmed or ()
-        sender = message.header.sender
         if sender not in confirmed:
             job.nodes_confirmed = confirmed = (*confirmed, sender)
         if len(confirmed) >= job.repl:

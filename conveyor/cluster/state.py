@@ -25,6 +25,7 @@ from conveyor.cluster.messages import (
     GotJob,
     JobIdBatch,
     Message,
+    MessageType,
     NeedJobs,
     Pause,
     Queued,
@@ -74,8 +75,13 @@ class ClusterState:
         elif isinstance(message, GotJob):
             self.replication.receive_gotjob(message, now_ms)
         elif isinstance(message, JobIdBatch):  # from a Conveyor node: one by one
-            for single in message.messages():
-                self.route_job_message(single, now_ms)
+            if message.kind == MessageType.GOTJOB:  # the copies of a pipeline's ADDJOBs
+                got_copy, sender = self.replication.got_copy, message.header.sender
+                for job_id, _ in message.entries:
+                    got_copy(sender, job_id, now_ms)
+            else:
+                for single in message.messages():
+                    self.route_job_message(single, now_ms)
         elif isinstance(message, DelJob):
             self.replication.receive_deljob(message, now_ms)
         elif isinstance(message, SetAck):

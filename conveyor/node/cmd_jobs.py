@@ -47,6 +47,14 @@ def _option_int(raw: bytes, message: str, minimum: int, maximum: int | None = No
     return value
 
 
+_REPLICATE, _DELAY, _RETRY, _TTL, _MAXLEN, _ASYNC = 1, 2, 3, 4, 5, 6
+# Exact spellings first, as for GETJOB: .lower() allocates on every option of every job.
+_ADDJOB_OPTIONS: dict[bytes, int] = {}
+for _name, _code in ((b"replicate", _REPLICATE), (b"delay", _DELAY), (b"retry", _RETRY),
+                     (b"ttl", _TTL), (b"maxlen", _MAXLEN), (b"async", _ASYNC)):  # fmt: skip
+    _ADDJOB_OPTIONS[_name] = _ADDJOB_OPTIONS[_name.upper()] = _code
+
+
 def parse_addjob(args: list[bytes]) -> AddJobArgs:
     """ADDJOB's arguments; REPLICATE left None when not given (the node's default)."""
     if len(args) == 4:
@@ -63,19 +71,20 @@ def parse_addjob(args: list[bytes]) -> AddJobArgs:
     argc = len(args)
     index = 4
     while index < argc:
-        option = args[index].lower()
+        raw = args[index]
+        option = _ADDJOB_OPTIONS.get(raw) or _ADDJOB_OPTIONS.get(raw.lower(), 0)
         has_value = index + 1 < argc
-        if option == b"replicate" and has_value:
+        if option == _REPLICATE and has_value:
             repl = _option_int(args[index + 1], _REPLICATE_RANGE, 1, 65535)
-        elif option == b"delay" and has_value:
+        elif option == _DELAY and has_value:
             delay = _option_int(args[index + 1], _DELAY_NON_NEGATIVE, 0)
-        elif option == b"retry" and has_value:
+        elif option == _RETRY and has_value:
             retry = _option_int(args[index + 1], _RETRY_NON_NEGATIVE, 0)
-        elif option == b"ttl" and has_value:
+        elif option == _TTL and has_value:
             ttl = _option_int(args[index + 1], _TTL_POSITIVE, 1)
-        elif option == b"maxlen" and has_value:
+        elif option == _MAXLEN and has_value:
             maxlen = _option_int(args[index + 1], _MAXLEN_POSITIVE, 1)
-        elif option == b"async":
+        elif option == _ASYNC:
             asynchronous = True
             index += 1
             continue

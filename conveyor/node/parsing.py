@@ -22,13 +22,28 @@ TIMEOUT_NOT_INTEGER = "ERR timeout is not an integer or out of range"
 TIMEOUT_NEGATIVE = "ERR timeout is negative"
 
 
+# The last integers parsed, by their bytes: producers send the same TIMEOUT, REPLICATE,
+# RETRY and TTL with every job, so most parses are a dict look-up. Emptied when full.
+_RECENT_INTS_MAX = 256
+_recent_ints: dict[bytes, int] = {}
+
+
 def parse_int(raw: bytes) -> int | None:
     """A 64-bit signed integer written as Redis expects, or None."""
+    exact = type(raw) is bytes
+    if exact:
+        value = _recent_ints.get(raw)
+        if value is not None:
+            return value
     if len(raw) > 20 or not _INT_RE.match(raw):
         return None
     value = int(raw)
     if value < _INT64_MIN or value > _INT64_MAX:
         return None
+    if exact:
+        if len(_recent_ints) >= _RECENT_INTS_MAX:
+            _recent_ints.clear()
+        _recent_ints[raw] = value
     return value
 
 

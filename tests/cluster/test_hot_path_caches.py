@@ -1,0 +1,151 @@
+"""The caches on the replication hot path (sans-IO, in process): each must give what the
+uncached computation gives, follow changes of the cluster view, and stay bounded.
+
+- Replication.known_names: the last answer, until membership's epoch moves.
+- Replication._pick_others: the reachable others, until membership.reachable() changes.
+- Replication._header: our header with NOREPLY, until our header changes.
+- decode_job: the last node list decoded, shared by the next record naming the same nodes.
+- parse_int: the last integers parsed, at most _RECENT_INTS_MAX of them.
+"""
+
+from __future__ import annotations
+
+import random
+
+from conveyor.cluster.actions import Send
+from conveyor.cluster.codec import decode, encode
+from conveyor.cluster.membership import Membership
+from conveyor.cluster.messages import MFLAG_NOREPLY, NODE_PFAIL, Header, JobIdBatch, MessageType
+from conveyor.cluster.messages import ReplJob as ReplJobMessage
+from conveyor.cluster.nodes import ClusterNode
+from conveyor.cluster.state import ClusterState
+from conveyor.core.codec import JobRecord, decode_jobs, encode_job
+from conveyor.core.job import WAIT_REPL
+from conveyor.core.node import NodeCore
+from conveyor.node import parsing
+from conveyor.node.cmd_jobs import parse_addjob
+
+NAMES = [b"%040x" % (0xC0FFEE + index) for index in range(4)]
+NOW = 1_000_000
+
+
+def node(index: int, others: int = 2) -> ClusterState:
+    """Node `index` knowing nodes 0..others (all linked, all Conveyor nodes)."""
+    rand = random.Random(index)
+    core = NodeCore(NAMES[index][:8].decode(), rand.randbytes(20), rand)
+    membership = Membership(NAMES[index], 7711 + index, 5000, rand, 0)
+    state = ClusterState(core, membership, rand)
+    state.load_nodes(
+        [
+            ClusterNode(name, "127.0.0.1", 7711 + peer, 0, link_up=True, batches=True)
+            for peer, name in enumerate(NAMES[: others + 1])
+            if peer != index
+        ]
+    )
+    membership.take_actions()
+    state.update_view()
+    return state
+
+
+def add(state: ClusterState, *options: bytes) -> bytes:
+    args = parse_addjob([b"ADDJOB", b"q", b"body", b"5000", *options])
+    job, _ = state.replication.add_job(args, object(), NOW)
+    return job.id
+
+
+def record(n: int, nodes: tuple[bytes, ...]) -> JobRecord:
+    job_id = b"D-00000000-%024d-0005" % n
+    return JobRecord(job_id, 1, 0, 0, 3, 60, 1, 0, 30, 0, 0, b"q", b"body", nodes)
+
+
+def test_known_names_follow_a_forgotten_node() -> None:
+    state = node(1)
+    replication = state.replication
+    asked = (NAMES[0], NAMES[1], NAMES[2])
+    first = replication.known_names(asked)
+    assert first == asked
+    # The same names again (an equal tuple, not the same object): the same tuple back.
+    assert replication.known_names(tuple(bytes(name) for name in asked)) is first
+    state.membership.forget(NAMES[2], NOW)
+    assert replication.known_names(asked) == (NAMES[0], NAMES[1])
+    # Other names are not answered from the cache.
+    assert replication.known_names((NAMES[0], NAMES[3])) == (NAMES[0],)
+
+
+def test_copies_of_one_run_share_their_node_list() -> None:
+    origin, replica = node(0), node(1)
+    for _ in range(3):
+        add(origin, b"REPLICATE", b"3")
+    sends = [a for a in origin.membership.take_actions() if type(a) is Send]
+    frame = next(encode(a.message) for a in sends if a.name == NAMES[1])
+    replica.route_job_message(decode(frame), NOW)
+    copies = list(replica.core.jobs.values())
+    assert len(copies) == 3
+    assert all(copy.nodes_delivered == (NAMES[0], NAMES[1], NAMES[2]) for copy in copies)
+    assert len({id(copy.nodes_delivered) for copy in copies}) == 1
+
+
+def test_decoded_records_share_equal_node_lists_only() -> None:
+    ab, cd = (NAMES[0], NAMES[1]), (NAMES[2], NAMES[3])
+    data = b"".join(encode_job(record(n, nodes)) for n, nodes in enumerate((ab, ab, cd, ab)))
+    records = decode_jobs(data, 4)
+    assert [r.nodes for r in records] == [ab, ab, cd, ab]
+    assert records[0].nodes is records[1].nodes
+    assert records[2].nodes is not records[1].nodes
+    one = decode_jobs(encode_job(record(9, (NAMES[3],))) + encode_job(record(8, ())), 2)
+    assert [r.nodes for r in one] == [(NAMES[3],), ()]
+
+
+def test_picked_targets_follow_reachability() -> None:
+    state = node(0, others=3)
+    membership = state.membership
+    assert set(state.replication._pick_others(3)) == {NAMES[1], NAMES[2], NAMES[3]}
+    membership.nodes[NAMES[3]].flags |= NODE_PFAIL
+    membership._changed(config=False)
+    for _ in range(20):
+        assert NAMES[3] not in state.replication._pick_others(2)
+    assert sorted(state.replication._pick_others(5)) == [NAMES[1], NAMES[2]]
+
+
+def test_the_noreply_header_follows_our_header() -> None:
+    state = node(0)
+    add(state, b"REPLICATE", b"3", b"ASYNC")
+    [first, *_] = [a.message for a in state.membership.take_actions() if type(a) is Send]
+    assert isinstance(first, ReplJobMessage) and first.header.mflags == MFLAG_NOREPLY
+    # A new header (membership makes one when our name or flags change): a new NOREPLY one.
+    state.membership.myself.port = 7799
+    state.membership._header = None
+    add(state, b"REPLICATE", b"2", b"ASYNC")
+    sent = [a.message for a in state.membership.take_actions() if type(a) is Send]
+    header = sent[-1].header
+    assert header.mflags == MFLAG_NOREPLY and header.port == 7799
+    assert header._replace(mflags=0) == state.membership.header()
+
+
+def test_a_batch_of_gotjobs_confirms_each_job() -> None:
+    state = node(0)
+    ids = [add(state, b"REPLICATE", b"3") for _ in range(3)]
+    jobs = state.core.jobs
+    assert all(jobs[job_id].state == WAIT_REPL for job_id in ids)
+    for sender in (NAMES[1], NAMES[2]):
+        header: Header = state.membership.header()._replace(sender=sender)
+        entries = tuple((job_id, 0) for job_id in ids[:2])
+        state.route_job_message(JobIdBatch(header, MessageType.GOTJOB, entries), NOW)
+    assert [jobs[job_id].state == WAIT_REPL for job_id in ids] == [False, False, True]
+    assert len(state.core.take_replies()) == 2
+    # From a node not known (or still in its handshake): ignored, as a single GOTJOB is.
+    stranger = state.membership.header()._replace(sender=b"f" * 40)
+    state.route_job_message(JobIdBatch(stranger, MessageType.GOTJOB, ((ids[2], 0),)), NOW)
+    assert jobs[ids[2]].state == WAIT_REPL
+
+
+def test_parsed_integers_are_right_and_their_cache_bounded() -> None:
+    for value in range(3 * parsing._RECENT_INTS_MAX):
+        raw = b"%d" % value
+        assert parsing.parse_int(raw) == value
+        assert parsing.parse_int(raw) == value  # from the cache
+        assert len(parsing._recent_ints) <= parsing._RECENT_INTS_MAX
+    for bad in (b"+1", b"01", b" 1", b"1_0", b"9" * 21, b"9223372036854775808"):
+        assert parsing.parse_int(bad) is None
+        assert bad not in parsing._recent_ints
+    assert parsing.parse_int(bytearray(b"12")) == 12  # not hashable: parsed, not cached
