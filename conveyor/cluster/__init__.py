@@ -8,7 +8,7 @@ Must not touch: client connections and sockets (the protocol and node packages o
 or job state directly. The core decides what happens to a job; this package carries the
 messages that make other nodes learn of it and brings their messages back to the core.
 
-Built so far: the codec, the transport and membership (`nodes`, `membership`: sans-IO,
-no sockets, no asyncio, no clock; driven by conveyor.node.cluster). Nodes form a cluster
-with Conveyor and C Disque nodes alike; jobs are not replicated yet.
+Everything here but the transport is sans-IO (no sockets, no asyncio, no clock): the
+node drives it (conveyor.node.cluster) and so does the deterministic simulator
+(tests/sim). Nodes form a cluster with Conveyor and C Disque nodes alike.
 """

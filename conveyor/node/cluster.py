@@ -56,9 +56,6 @@ log = logging.getLogger("conveyor.cluster")
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
-# Pending actions from one read that are written at once (flush): 8 ADDJOBs' REPLJOBs to
-# two nodes. Fewer wait for the end of the loop's turn.
-FLUSH_ACTIONS = 16
 # Pending actions that are written in the middle of a read, after a synchronous ADDJOB
 # (send_if_many): 16 ADDJOBs' REPLJOBs to two nodes. 16 and 64 measured slower.
 MID_READ_ACTIONS = 32
@@ -240,11 +237,13 @@ class ClusterDriver:
 
     def flush(self) -> None:
         """At the end of a read (Server.after_io): the messages the commands and bus
-        messages of the read left. Many (a pipeline's) go now, so the other nodes work
-        on them while this one goes on with the next read; a few wait for the reads
-        after it in this turn of the loop, to travel in the same frames (batching.py)."""
-        membership = self.membership
-        if len(membership.actions) >= FLUSH_ACTIONS or membership.pending_sends:
+        messages of the read left wait for the other reads of this turn of the loop, to
+        travel in the same frames (batching.py): one write per peer per turn, and fewer,
+        fuller frames for the peers to read. A long pipeline's copies left mid-read
+        already (send_if_many). Writing at the end of every read of 8 jobs or more, as
+        before 2026-11-27, cost more CPU on every node than it saved in waiting: see
+        docs/performance.md."""
+        if self.membership.pending_sends:
             self._send_now()  # a federation push moves a batch: the other node may start
         elif self._flush_soon is None:
             self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
