@@ -11,11 +11,16 @@ is merged for every node.
 
 Only a run of consecutive sends of the same type is merged, and each node's messages
 keep their order, so nothing a node receives changes but the framing.
+
+The copies of new jobs are gathered before that, as they are made (`CopyOutbox`): a
+node adding thousands of jobs a second would otherwise make a message and a send per job
+and target only for `coalesce` to take them apart again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from conveyor.cluster.actions import Action, Send
 from conveyor.cluster.messages import (
@@ -27,6 +32,7 @@ from conveyor.cluster.messages import (
     ReplJob,
     YourJobs,
 )
+from conveyor.core.codec import JobRecord
 
 _MERGED = frozenset((ReplJob, YourJobs, *JOB_ID_CLASSES))
 
@@ -92,3 +98,69 @@ def _merge(
             batch = JobIdBatch(header, TYPE_OF_CLASS[kind], tuple(items))  # type: ignore[arg-type]
             out.append(Send(name, batch))
     return out
+
+
+@dataclass(slots=True)
+class _CopyBatch:
+    start: int  # where its sends stand in the actions list, one per target
+    targets: tuple[bytes, ...]
+    header: Header
+    jobs: list[JobRecord]
+
+
+class CopyOutbox:
+    """The copies of new jobs (REPLJOB) to the same Conveyor nodes, gathered in place.
+
+    The first copy is put in the actions list as one send per target; the next ones to
+    the same targets join it as long as nothing was put after it, so each node's
+    messages keep their order (a SETACK or DELJOB for a job never overtakes its copy).
+    `seal`, when the actions are taken (Membership.before_take), puts the whole batch in
+    the place of those sends. Only for targets that all take several jobs per REPLJOB: a
+    C Disque node gets one message per job, as coalesce leaves it.
+    """
+
+    __slots__ = ("_actions", "_batches", "extra_sends")
+
+    def __init__(self) -> None:
+        self._actions: list[Action] | None = None  # the list the batches stand in
+        self._batches: list[_CopyBatch] = []
+        # The sends one per job and target would have been beyond those in the list:
+        # how far a pipeline's copies have grown (ClusterDriver.send_if_many).
+        self.extra_sends = 0
+
+    def add(
+        self,
+        actions: list[Action],
+        targets: tuple[bytes, ...],
+        header: Header,
+        record: JobRecord,
+        batched: bool,
+    ) -> None:
+        """Queue `record`'s copy to each of `targets` (known and past their handshake)."""
+        if self._actions is not actions:
+            self._actions, self._batches, self.extra_sends = actions, [], 0
+        batches = self._batches
+        if batches:
+            last = batches[-1]
+            if (
+                last.start + len(last.targets) == len(actions)
+                and last.header is header
+                and last.targets == targets
+            ):
+                last.jobs.append(record)
+                self.extra_sends += len(targets)
+                return
+        message = ReplJob(header, (record,))
+        if batched and targets:
+            batches.append(_CopyBatch(len(actions), targets, header, [record]))
+        actions.extend([Send(name, message) for name in targets])
+
+    def seal(self, actions: list[Action]) -> None:
+        """The batches in `actions` as REPLJOBs of all their jobs; the outbox empty."""
+        if self._actions is actions:
+            for batch in self._batches:
+                if len(batch.jobs) > 1:
+                    message = ReplJob(batch.header, tuple(batch.jobs))
+                    end = batch.start + len(batch.targets)
+                    actions[batch.start : end] = [Send(name, message) for name in batch.targets]
+        self._actions, self._batches, self.extra_sends = None, [], 0

@@ -79,6 +79,9 @@ class Membership(FailureDetection):
         # Parts whose sends are made once per batch, when the actions are taken (a
         # federation push of every job queued in the batch): one-shot, in order.
         self.pending_sends: list[Callable[[], None]] = []
+        # Runs on the actions taken, before they are merged: messages gathered in place
+        # are completed there (replication's CopyOutbox.seal).
+        self.before_take: Callable[[list[Action]], None] | None = None
         self._header: Header | None = None
 
     # -- the view the rest of the node reads ----------------------------------------------
@@ -118,9 +121,11 @@ class Membership(FailureDetection):
             for make_sends in pending:
                 make_sends()
         actions, self.actions = self.actions, []
-        return coalesce(actions, self._takes_batches) if len(actions) > 1 else actions
+        if self.before_take is not None:
+            self.before_take(actions)
+        return coalesce(actions, self.takes_batches) if len(actions) > 1 else actions
 
-    def _takes_batches(self, name: bytes) -> bool:
+    def takes_batches(self, name: bytes) -> bool:
         node = self.nodes.get(name)
         return node is not None and node.batches
 

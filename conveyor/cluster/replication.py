@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.cluster.actions import Send
+from conveyor.cluster.batching import CopyOutbox
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     MFLAG_NOREPLY,
@@ -97,6 +98,8 @@ class Replication:
         self.rand = rand
         self.pending: dict[bytes, PendingAdd] = {}
         self.taken_once = TakenOnce()  # at-most-once copies taken by REPLJOB
+        self.outbox = CopyOutbox()  # the copies of new jobs, until the actions are taken
+        membership.before_take = self.outbox.seal
         # Caches of what every ADDJOB asks again: the reachable others (for the list
         # membership.reachable() returned) and our header with NOREPLY (for our header).
         self._others: tuple[bytes, ...] = ()
@@ -124,10 +127,16 @@ class Replication:
         targets = self._pick_others(args.repl if external else args.repl - 1)
         job.nodes_delivered = targets if external else (me, *targets)
         # The targets are reachable nodes, past their handshake: sent to without
-        # membership.send_to's checks.
+        # membership.send_to's checks, gathered with the copies of the jobs before.
         record = job_record(job, me, now_ms, for_bus=True)
-        copy = ReplJob(self._header(noreply=not synchronous), (record,))
-        self.membership.actions.extend([Send(name, copy) for name in targets])
+        membership = self.membership
+        self.outbox.add(
+            membership.actions,
+            targets,
+            self._header(noreply=not synchronous),
+            record,
+            all(map(membership.takes_batches, targets)),
+        )
         if not synchronous:
             if external:
                 self._hand_over(job, targets, now_ms)

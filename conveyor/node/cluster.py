@@ -252,7 +252,7 @@ class ClusterDriver:
         """Mid-read, after an ADDJOB that waits for its copies: once a pipeline's REPLJOBs
         are many, they go before the rest of the read runs, so the other nodes copy
         these jobs while this one parses the next ones."""
-        if len(self.membership.actions) >= MID_READ_ACTIONS:
+        if len(self.membership.actions) + self.replication.outbox.extra_sends >= MID_READ_ACTIONS:
             self._send_now()
 
     def _send_now(self) -> None:

@@ -149,3 +149,49 @@ def test_parsed_integers_are_right_and_their_cache_bounded() -> None:
         assert parsing.parse_int(bad) is None
         assert bad not in parsing._recent_ints
     assert parsing.parse_int(bytearray(b"12")) == 12  # not hashable: parsed, not cached
+
+
+def sends_to(actions: list, name: bytes) -> list:
+    return [a.message for a in actions if type(a) is Send and a.name == name]
+
+
+def test_copies_of_consecutive_addjobs_leave_as_one_repljob_per_target() -> None:
+    state = node(0)
+    ids = [add(state, b"REPLICATE", b"3") for _ in range(3)]
+    assert state.replication.outbox.extra_sends == 4  # 2 jobs beyond the first, 2 targets
+    actions = state.membership.take_actions()
+    assert state.replication.outbox.extra_sends == 0
+    [to_1], [to_2] = sends_to(actions, NAMES[1]), sends_to(actions, NAMES[2])
+    assert to_1 is to_2  # one message, serialized once for both
+    assert [record.id for record in to_1.jobs] == ids
+    assert decode(encode(to_1)) == to_1
+    assert state.membership.take_actions() == []
+
+
+def test_a_message_put_between_two_copies_keeps_its_place() -> None:
+    state = node(0)
+    first = add(state, b"REPLICATE", b"3")
+    state.replication.client_gone(first, NOW)  # DELJOB to both targets, after its copy
+    second, third = add(state, b"REPLICATE", b"3"), add(state, b"REPLICATE", b"3")
+    kinds = [
+        (type(m).__name__, [r.id for r in m.jobs] if isinstance(m, ReplJobMessage) else m.id)
+        for m in sends_to(state.membership.take_actions(), NAMES[1])
+    ]
+    assert kinds == [("ReplJob", [first]), ("DelJob", first), ("ReplJob", [second, third])]
+
+
+def test_a_c_disque_target_gets_one_job_per_repljob() -> None:
+    state = node(0)
+    state.membership.nodes[NAMES[2]].batches = False  # as a C Disque node's header says
+    ids = [add(state, b"REPLICATE", b"3") for _ in range(3)]
+    actions = state.membership.take_actions()
+    assert [[r.id for r in m.jobs] for m in sends_to(actions, NAMES[2])] == [[i] for i in ids]
+    assert [[r.id for r in m.jobs] for m in sends_to(actions, NAMES[1])] == [ids]
+
+
+def test_noreply_and_synchronous_copies_are_not_gathered_together() -> None:
+    state = node(0)
+    add(state, b"REPLICATE", b"3", b"ASYNC")
+    add(state, b"REPLICATE", b"3")
+    flags = [m.header.mflags for m in sends_to(state.membership.take_actions(), NAMES[1])]
+    assert flags == [MFLAG_NOREPLY, 0]
