@@ -91,16 +91,9 @@ def parse_addjob(args: list[bytes]) -> AddJobArgs:
         else:
             raise CommandError(SYNTAX)
         index += 2
+    # Positional, in AddJobArgs' field order: keywords cost twice as much per job.
     return AddJobArgs(
-        queue=args[1],
-        body=args[2],
-        repl=repl,
-        delay_s=delay,
-        retry_s=retry,
-        ttl_s=ttl,
-        maxlen=maxlen,
-        asynchronous=asynchronous,
-        timeout_ms=parse_timeout_ms(args[3]),
+        args[1], args[2], repl, delay, retry, ttl, maxlen, asynchronous, parse_timeout_ms(args[3])
     )
 
 
