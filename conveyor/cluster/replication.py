@@ -42,6 +42,8 @@ from conveyor.cluster.messages import (
     Enqueue,
     GotJob,
     Header,
+    JobIdBatch,
+    MessageType,
     ReplJob,
 )
 from conveyor.core.args import AddJobArgs
@@ -233,21 +235,33 @@ class Replication:
         core = self.core
         if core.leaving or core.memory_warning():
             return  # no GOTJOB: the sender's next target (or its timeout) takes over
-        for record in message.jobs:
-            self._take_copy(record, message.header, now_ms)
+        taken = [record.id for record in message.jobs if self._take_copy(record, now_ms)]
+        header = message.header
+        if taken and not header.mflags & MFLAG_NOREPLY:
+            membership = self.membership
+            sender, mine = header.sender, membership.header()
+            if len(taken) > 1 and membership.takes_batches(sender):
+                # Made as coalesce would make it from one GOTJOB per copy.
+                entries = tuple([(job_id, 0) for job_id in taken])
+                membership.actions.append(
+                    Send(sender, JobIdBatch(mine, MessageType.GOTJOB, entries))
+                )
+            else:
+                membership.actions.extend([Send(sender, GotJob(mine, i)) for i in taken])
 
-    def _take_copy(self, record: JobRecord, header: Header, now_ms: int) -> None:
+    def _take_copy(self, record: JobRecord, now_ms: int) -> bool:
+        """Keep this copy (or merge its holders into ours); whether to confirm it."""
         core = self.core
         queue = core.queues.get(record.queue)
         if queue is not None and queue.pause & PAUSE_IN:
-            return
+            return False
         known = core.jobs.get(record.id)
         if known is None and not record.retry and not self.taken_once.first_time(record.id):
             pass  # sent again after this node took it (and moved it on, or it was acked)
         elif known is None:
             job = core.import_job(record, now_ms, etime_relative=True)
             if job is None:
-                return  # already expired
+                return False  # already expired
             # import_job kept the holders this node knows when they are two or more (the
             # usual case: no second pass over them); a copy keeps them however few.
             if len(job.nodes_delivered or ()) < 2:
@@ -258,10 +272,7 @@ class Replication:
         elif known.nodes_delivered is not None:
             merged = dict.fromkeys(known.nodes_delivered + self.known_names(record.nodes))
             known.nodes_delivered = tuple(merged)
-        if not header.mflags & MFLAG_NOREPLY:
-            self.membership.actions.append(
-                Send(header.sender, GotJob(self.membership.header(), record.id))
-            )
+        return True
 
     def known_names(self, names: tuple[bytes, ...]) -> tuple[bytes, ...]:
         # Names this node does not know are dropped (Disque does the same). Every copy

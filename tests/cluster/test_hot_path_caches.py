@@ -22,6 +22,7 @@ from conveyor.cluster.state import ClusterState
 from conveyor.core.codec import JobRecord, decode_jobs, encode_job
 from conveyor.core.job import WAIT_REPL
 from conveyor.core.node import NodeCore
+from conveyor.core.queue import PAUSE_IN
 from conveyor.node import parsing
 from conveyor.node.cmd_jobs import parse_addjob
 
@@ -195,3 +196,41 @@ def test_noreply_and_synchronous_copies_are_not_gathered_together() -> None:
     add(state, b"REPLICATE", b"3")
     flags = [m.header.mflags for m in sends_to(state.membership.take_actions(), NAMES[1])]
     assert flags == [MFLAG_NOREPLY, 0]
+
+
+def copies_from(origin: ClusterState, to: bytes, *options: bytes) -> tuple[list[bytes], bytes]:
+    ids = [add(origin, b"REPLICATE", b"3", *options) for _ in range(3)]
+    [frame] = {encode(m) for m in sends_to(origin.membership.take_actions(), to)}
+    return ids, frame
+
+
+def test_the_copies_of_a_repljob_are_confirmed_in_one_gotjob_frame() -> None:
+    origin, replica = node(0), node(1)
+    ids, frame = copies_from(origin, NAMES[1])
+    replica.route_job_message(decode(frame), NOW)
+    [batch] = sends_to(replica.membership.take_actions(), NAMES[0])
+    assert isinstance(batch, JobIdBatch) and batch.kind == MessageType.GOTJOB
+    assert [job_id for job_id, _ in batch.entries] == ids
+    origin.route_job_message(decode(encode(batch)), NOW)
+    assert all(origin.core.jobs[job_id].nodes_confirmed == (NAMES[0], NAMES[1]) for job_id in ids)
+
+
+def test_a_c_disque_sender_gets_one_gotjob_per_copy() -> None:
+    origin, replica = node(0), node(1)
+    replica.membership.nodes[NAMES[0]].batches = False
+    ids, frame = copies_from(origin, NAMES[1])
+    replica.route_job_message(decode(frame), NOW)
+    confirmations = sends_to(replica.membership.take_actions(), NAMES[0])
+    assert [type(m).__name__ for m in confirmations] == ["GotJob"] * 3
+    assert [m.id for m in confirmations] == ids
+
+
+def test_copies_not_taken_or_not_to_answer_are_not_confirmed() -> None:
+    origin, replica = node(0), node(1)
+    _, frame = copies_from(origin, NAMES[1], b"ASYNC")  # NOREPLY
+    replica.route_job_message(decode(frame), NOW)
+    assert len(replica.core.jobs) == 3 and replica.membership.take_actions() == []
+    replica.core.pause(b"q", PAUSE_IN, NOW)  # a queue paused for input takes no copy
+    _, frame = copies_from(origin, NAMES[1])
+    replica.route_job_message(decode(frame), NOW)
+    assert len(replica.core.jobs) == 3 and replica.membership.take_actions() == []
