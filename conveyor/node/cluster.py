@@ -56,9 +56,14 @@ log = logging.getLogger("conveyor.cluster")
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
-# Pending actions that are written in the middle of a read, after a synchronous ADDJOB
-# (send_if_many): 16 ADDJOBs' REPLJOBs to two nodes. 16 and 64 measured slower.
-MID_READ_ACTIONS = 32
+# Copies one read left that are written in the middle of it, after a synchronous ADDJOB
+# (send_if_many): 16 ADDJOBs' REPLJOBs to two nodes. 16 and 64 measured slower (on one
+# pipelined connection, 2026-11-23).
+MID_READ_ACTIONS = 64
+# Pending messages (copies counted one per job and node) written at the end of a read
+# rather than of the loop's turn: bounds a frame when thousands of clients add jobs in
+# one turn (~1 MB of 100-byte jobs to each of two nodes).
+FLUSH_ACTIONS = 8192
 
 
 class ClusterDriver:
@@ -240,20 +245,29 @@ class ClusterDriver:
         messages of the read left wait for the other reads of this turn of the loop, to
         travel in the same frames (batching.py): one write per peer per turn, and fewer,
         fuller frames for the peers to read. A long pipeline's copies left mid-read
-        already (send_if_many). Writing at the end of every read of 8 jobs or more, as
-        before 2026-11-27, cost more CPU on every node than it saved in waiting: see
-        docs/performance.md."""
-        if self.membership.pending_sends:
+        already (send_if_many); past FLUSH_ACTIONS they go now, which bounds a frame.
+        Writing at the end of every read of 8 jobs or more, as before 2026-11-27, cost
+        more CPU on every node than it saved in waiting: see docs/performance.md."""
+        if self.membership.pending_sends or self.pending_actions() >= FLUSH_ACTIONS:
             self._send_now()  # a federation push moves a batch: the other node may start
         elif self._flush_soon is None:
             self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
 
-    def send_if_many(self) -> None:
-        """Mid-read, after an ADDJOB that waits for its copies: once a pipeline's REPLJOBs
-        are many, they go before the rest of the read runs, so the other nodes copy
-        these jobs while this one parses the next ones."""
-        if len(self.membership.actions) + self.replication.outbox.extra_sends >= MID_READ_ACTIONS:
+    def pending_actions(self) -> int:
+        """Messages waiting to be sent, the gathered copies counted one per job and node."""
+        return len(self.membership.actions) + self.replication.outbox.extra_sends
+
+    def send_if_many(self, at_read_start: int) -> int:
+        """Mid-read, after an ADDJOB that waits for its copies: once this read's copies
+        are many (a long pipeline's), they go before the rest of the read runs, so the
+        other nodes copy these jobs while this one parses the next ones. The reads of
+        many clients with a few jobs each wait for the end of the turn instead, to share
+        frames. `at_read_start`: pending_actions() when the read started; returns what
+        the caller passes next time."""
+        if self.pending_actions() - at_read_start >= MID_READ_ACTIONS:
             self._send_now()
+            return self.pending_actions()
+        return at_read_start
 
     def _send_now(self) -> None:
         if self._flush_soon is not None:

@@ -228,6 +228,8 @@ class Connection(asyncio.Protocol):
         out: list[bytes] = []
         out_bytes = 0
         budget = TURN_REQUESTS
+        cluster = server.cluster
+        sent_at = cluster.pending_actions()  # this read's copies are counted from here
         try:
             for request in requests:
                 deferred = self.deferred
@@ -253,7 +255,7 @@ class Connection(asyncio.Protocol):
                         self.write(b"".join(out))
                         out.clear()
                         out_bytes = 0
-                    server.cluster.send_if_many()
+                    sent_at = cluster.send_if_many(sent_at)
                 if self.closed:
                     break
                 budget -= 1
