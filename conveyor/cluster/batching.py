@@ -19,7 +19,7 @@ and target only for `coalesce` to take them apart again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conveyor.cluster.actions import Action, Send
@@ -91,13 +91,20 @@ def _merge(
             if message is None:
                 message = shared[key] = kind(header, tuple(items))  # type: ignore[call-arg]
             out.append(Send(name, message))
-        elif len(items) == 1:
-            job_id, aux = items[0]  # type: ignore[misc]
-            out.append(Send(name, kind(header, job_id, aux)))  # type: ignore[call-arg]
         else:
-            batch = JobIdBatch(header, TYPE_OF_CLASS[kind], tuple(items))  # type: ignore[arg-type]
-            out.append(Send(name, batch))
+            out.append(Send(name, job_id_message(kind, header, items)))  # type: ignore[arg-type]
     return out
+
+
+def job_id_message(
+    kind: type[Message], header: Header, entries: Sequence[tuple[bytes, int]]
+) -> Message:
+    """A run of job-ID messages of one kind to a Conveyor node: the message itself when
+    alone, else one JobIdBatch of its (id, aux) entries."""
+    if len(entries) == 1:
+        job_id, aux = entries[0]
+        return kind(header, job_id, aux)  # type: ignore[call-arg]
+    return JobIdBatch(header, TYPE_OF_CLASS[kind], tuple(entries))
 
 
 @dataclass(slots=True)
@@ -134,7 +141,7 @@ class CopyOutbox:
         targets: tuple[bytes, ...],
         header: Header,
         record: JobRecord,
-        batched: bool,
+        takes_batches: Callable[[bytes], bool],
     ) -> None:
         """Queue `record`'s copy to each of `targets` (known and past their handshake)."""
         if self._actions is not actions:
@@ -151,7 +158,7 @@ class CopyOutbox:
                 self.extra_sends += len(targets)
                 return
         message = ReplJob(header, (record,))
-        if batched and targets:
+        if targets and all(map(takes_batches, targets)):
             batches.append(_CopyBatch(len(actions), targets, header, [record]))
         actions.extend([Send(name, message) for name in targets])
 

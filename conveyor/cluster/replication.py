@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.cluster.actions import Send
-from conveyor.cluster.batching import CopyOutbox
+from conveyor.cluster.batching import CopyOutbox, job_id_message
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     MFLAG_NOREPLY,
@@ -42,8 +42,6 @@ from conveyor.cluster.messages import (
     Enqueue,
     GotJob,
     Header,
-    JobIdBatch,
-    MessageType,
     ReplJob,
 )
 from conveyor.core.args import AddJobArgs
@@ -102,10 +100,10 @@ class Replication:
         self.taken_once = TakenOnce()  # at-most-once copies taken by REPLJOB
         self.outbox = CopyOutbox()  # the copies of new jobs, until the actions are taken
         membership.before_take = self.outbox.seal
-        # Caches of what every ADDJOB asks again: the reachable others (for the list
-        # membership.reachable() returned) and our header with NOREPLY (for our header).
+        # Caches of what every ADDJOB asks again: the reachable others (until membership's
+        # epoch moves) and our header with NOREPLY (for our header).
         self._others: tuple[bytes, ...] = ()
-        self._others_of: object = None
+        self._others_epoch = -1
         self._noreply: Header | None = None
         self._noreply_of: Header | None = None
         # known_names' last answer: (membership epoch, names asked, names known)
@@ -126,7 +124,7 @@ class Replication:
         if args.repl == 1 and not external:
             return job, True
         me = self.membership.name
-        targets = self._pick_others(args.repl if external else args.repl - 1)
+        targets = self._pick(args.repl if external else args.repl - 1)
         job.nodes_delivered = targets if external else (me, *targets)
         # The targets are reachable nodes, past their handshake: sent to without
         # membership.send_to's checks, gathered with the copies of the jobs before.
@@ -137,7 +135,7 @@ class Replication:
             targets,
             self._header(noreply=not synchronous),
             record,
-            all(map(membership.takes_batches, targets)),
+            membership.takes_batches,
         )
         if not synchronous:
             if external:
@@ -157,21 +155,18 @@ class Replication:
             self.membership.actions.append(Send(first, enqueue))
         self.core.del_jobs([job.id], now_ms)
 
-    def _pick(self, count: int, exclude: tuple[bytes, ...]) -> tuple[bytes, ...]:
-        names = [node.name for node in self.membership.reachable() if node.name not in exclude]
-        if count >= len(names):
-            return tuple(names)  # all of them: no need to draw (REPLICATE 3 of 3 nodes)
-        return tuple(self.rand.sample(names, count))
-
-    def _pick_others(self, count: int) -> tuple[bytes, ...]:
-        """_pick(count, exclude=(me,)), what every ADDJOB asks: the reachable others are
-        listed again only when membership's reachable list is made again (a view change)."""
-        reachable = self.membership.reachable()
-        if self._others_of is not reachable:
+    def _pick(self, count: int, exclude: tuple[bytes, ...] = ()) -> tuple[bytes, ...]:
+        """`count` reachable nodes other than this one and `exclude`, at random."""
+        epoch = self.membership.epoch
+        if self._others_epoch != epoch:
+            # Listed again only when the view changes: every ADDJOB asks.
             me = self.membership.name
+            reachable = self.membership.reachable()
             self._others = tuple(node.name for node in reachable if node.name != me)
-            self._others_of = reachable
+            self._others_epoch = epoch
         names = self._others
+        if exclude:
+            names = tuple(name for name in names if name not in exclude)
         if count >= len(names):
             return names  # all of them: no need to draw (REPLICATE 3 of 3 nodes)
         return tuple(self.rand.sample(names, count))
@@ -238,14 +233,12 @@ class Replication:
         taken = [record.id for record in message.jobs if self._take_copy(record, now_ms)]
         header = message.header
         if taken and not header.mflags & MFLAG_NOREPLY:
+            # All at once, as coalesce would merge one GOTJOB per copy.
             membership = self.membership
             sender, mine = header.sender, membership.header()
-            if len(taken) > 1 and membership.takes_batches(sender):
-                # Made as coalesce would make it from one GOTJOB per copy.
-                entries = tuple([(job_id, 0) for job_id in taken])
-                membership.actions.append(
-                    Send(sender, JobIdBatch(mine, MessageType.GOTJOB, entries))
-                )
+            if membership.takes_batches(sender):
+                confirm = job_id_message(GotJob, mine, [(job_id, 0) for job_id in taken])
+                membership.actions.append(Send(sender, confirm))
             else:
                 membership.actions.extend([Send(sender, GotJob(mine, i)) for i in taken])
 

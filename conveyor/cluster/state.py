@@ -70,18 +70,23 @@ class ClusterState:
         not past its handshake, whose job messages Disque ignores too)."""
         if self.membership.known(message.header.sender) is None:
             return False
+        if not isinstance(message, JobIdBatch):
+            return self._route(message, now_ms)
+        # From a Conveyor node, one sender for all: its entries one by one.
+        if message.kind == MessageType.GOTJOB:  # the copies of a pipeline's ADDJOBs
+            got_copy, sender = self.replication.got_copy, message.header.sender
+            for job_id, _ in message.entries:
+                got_copy(sender, job_id, now_ms)
+        else:
+            for single in message.messages():
+                self._route(single, now_ms)
+        return True
+
+    def _route(self, message: Message, now_ms: int) -> bool:
         if isinstance(message, ReplJob):
             self.replication.receive_repljob(message, now_ms)
         elif isinstance(message, GotJob):
             self.replication.receive_gotjob(message, now_ms)
-        elif isinstance(message, JobIdBatch):  # from a Conveyor node: one by one
-            if message.kind == MessageType.GOTJOB:  # the copies of a pipeline's ADDJOBs
-                got_copy, sender = self.replication.got_copy, message.header.sender
-                for job_id, _ in message.entries:
-                    got_copy(sender, job_id, now_ms)
-            else:
-                for single in message.messages():
-                    self.route_job_message(single, now_ms)
         elif isinstance(message, DelJob):
             self.replication.receive_deljob(message, now_ms)
         elif isinstance(message, SetAck):

@@ -57,8 +57,9 @@ BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
 # Copies one read left that are written in the middle of it, after a synchronous ADDJOB
-# (send_if_many): 16 ADDJOBs' REPLJOBs to two nodes. 16 and 64 measured slower (on one
-# pipelined connection, 2026-11-23).
+# (send_if_many): 32 ADDJOBs' REPLJOBs to two nodes. A -P 16 read (32 copies) waits for
+# the end of the turn: sending it mid-read cost 20 % more CPU for the same jobs/s
+# (docs/performance.md, 2026-11-27).
 MID_READ_ACTIONS = 64
 # Pending messages (copies counted one per job and node) written at the end of a read
 # rather than of the loop's turn: bounds a frame when thousands of clients add jobs in

@@ -14,6 +14,7 @@ from conveyor.core.waiters import Waiter
 from conveyor.node.parsing import (
     SYNTAX,
     check_ids,
+    option_codes,
     parse_int,
     parse_scan_args,
     parse_timeout_ms,
@@ -48,11 +49,8 @@ def _option_int(raw: bytes, message: str, minimum: int, maximum: int | None = No
 
 
 _REPLICATE, _DELAY, _RETRY, _TTL, _MAXLEN, _ASYNC = 1, 2, 3, 4, 5, 6
-# Exact spellings first, as for GETJOB: .lower() allocates on every option of every job.
-_ADDJOB_OPTIONS: dict[bytes, int] = {}
-for _name, _code in ((b"replicate", _REPLICATE), (b"delay", _DELAY), (b"retry", _RETRY),
-                     (b"ttl", _TTL), (b"maxlen", _MAXLEN), (b"async", _ASYNC)):  # fmt: skip
-    _ADDJOB_OPTIONS[_name] = _ADDJOB_OPTIONS[_name.upper()] = _code
+_ADDJOB_OPTIONS = option_codes({b"replicate": _REPLICATE, b"delay": _DELAY, b"retry": _RETRY,
+                                b"ttl": _TTL, b"maxlen": _MAXLEN, b"async": _ASYNC})  # fmt: skip
 
 
 def parse_addjob(args: list[bytes]) -> AddJobArgs:
@@ -110,11 +108,8 @@ def addjob(server: Server, conn: Connection, args: list[bytes]) -> bytes | None:
 
 
 _FROM, _NOHANG, _WITHCOUNTERS, _TIMEOUT, _COUNT = 1, 2, 3, 4, 5
-# Exact spellings first: clients send upper or lower case, and .lower() allocates.
-_GETJOB_OPTIONS: dict[bytes, int] = {}
-for _name, _code in ((b"from", _FROM), (b"nohang", _NOHANG), (b"withcounters", _WITHCOUNTERS),
-                     (b"timeout", _TIMEOUT), (b"count", _COUNT)):  # fmt: skip
-    _GETJOB_OPTIONS[_name] = _GETJOB_OPTIONS[_name.upper()] = _code
+_GETJOB_OPTIONS = option_codes({b"from": _FROM, b"nohang": _NOHANG, b"withcounters": _WITHCOUNTERS,
+                                b"timeout": _TIMEOUT, b"count": _COUNT})  # fmt: skip
 
 
 def parse_getjob(args: list[bytes]) -> GetJobArgs:

@@ -47,6 +47,13 @@ def parse_int(raw: bytes) -> int | None:
     return value
 
 
+def option_codes(codes: dict[bytes, int]) -> dict[bytes, int]:
+    """Option name -> code, spelled in lower and in upper case. Handlers look the exact
+    bytes up first and `.lower()` them only on a miss: clients send one case or the
+    other, and `.lower()` allocates on every option of every request."""
+    return {spelling: code for name, code in codes.items() for spelling in (name, name.upper())}
+
+
 def int_or_error(raw: bytes, message: str = NOT_AN_INTEGER) -> int:
     value = parse_int(raw)
     if value is None:

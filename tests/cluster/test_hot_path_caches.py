@@ -2,7 +2,7 @@
 uncached computation gives, follow changes of the cluster view, and stay bounded.
 
 - Replication.known_names: the last answer, until membership's epoch moves.
-- Replication._pick_others: the reachable others, until membership.reachable() changes.
+- Replication._pick: the reachable others, until membership's epoch moves.
 - Replication._header: our header with NOREPLY, until our header changes.
 - decode_job: the last node list decoded, shared by the next record naming the same nodes.
 - parse_int: the last integers parsed, at most _RECENT_INTS_MAX of them.
@@ -100,12 +100,12 @@ def test_decoded_records_share_equal_node_lists_only() -> None:
 def test_picked_targets_follow_reachability() -> None:
     state = node(0, others=3)
     membership = state.membership
-    assert set(state.replication._pick_others(3)) == {NAMES[1], NAMES[2], NAMES[3]}
+    assert set(state.replication._pick(3)) == {NAMES[1], NAMES[2], NAMES[3]}
     membership.nodes[NAMES[3]].flags |= NODE_PFAIL
     membership._changed(config=False)
     for _ in range(20):
-        assert NAMES[3] not in state.replication._pick_others(2)
-    assert sorted(state.replication._pick_others(5)) == [NAMES[1], NAMES[2]]
+        assert NAMES[3] not in state.replication._pick(2)
+    assert sorted(state.replication._pick(5)) == [NAMES[1], NAMES[2]]
 
 
 def test_the_noreply_header_follows_our_header() -> None:
