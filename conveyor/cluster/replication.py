@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,19 +280,21 @@ class Replication:
         return known
 
     def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
-        self.got_copy(message.header.sender, message.id, now_ms)
+        self.got_copies(message.header.sender, ((message.id, 0),), now_ms)
 
-    def got_copy(self, sender: bytes, job_id: bytes, now_ms: int) -> None:
-        """`sender` holds a copy of `job_id` (GOTJOB; a batch of them from a Conveyor
-        node comes here entry by entry)."""
-        job = self.core.jobs.get(job_id)
-        if job is None or job.state != WAIT_REPL:
-            return
-        confirmed = job.nodes_confirmed or ()
-        if sender not in confirmed:
-            job.nodes_confirmed = confirmed = (*confirmed, sender)
-        if len(confirmed) >= job.repl:
-            self.achieved(job, now_ms)
+    def got_copies(self, sender: bytes, entries: Iterable[tuple[bytes, int]], now_ms: int) -> None:
+        """`sender` holds a copy of each job of `entries` ((job ID, unused) pairs: one
+        GOTJOB, or a Conveyor node's batch of them for a pipeline's ADDJOBs)."""
+        jobs = self.core.jobs
+        for job_id, _ in entries:
+            job = jobs.get(job_id)
+            if job is None or job.state != WAIT_REPL:
+                continue
+            confirmed = job.nodes_confirmed or ()
+            if sender not in confirmed:
+                job.nodes_confirmed = confirmed = (*confirmed, sender)
+            if len(confirmed) >= job.repl:
+                self.achieved(job, now_ms)
 
     def achieved(self, job: Job, now_ms: int, acked: bool = False) -> None:
         """Enough copies (or, `acked`, another node acked it already): active, client

@@ -74,9 +74,7 @@ class ClusterState:
             return self._route(message, now_ms)
         # From a Conveyor node, one sender for all: its entries one by one.
         if message.kind == MessageType.GOTJOB:  # the copies of a pipeline's ADDJOBs
-            got_copy, sender = self.replication.got_copy, message.header.sender
-            for job_id, _ in message.entries:
-                got_copy(sender, job_id, now_ms)
+            self.replication.got_copies(message.header.sender, message.entries, now_ms)
         else:
             for single in message.messages():
                 self._route(single, now_ms)

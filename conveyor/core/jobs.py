@@ -195,15 +195,17 @@ class JobsMixin(CoreState):
         )
         job.nacks = record.nacks
         job.additional_deliveries = record.additional_deliveries
-        job.flags = (QUEUED_ONCE if record.flags & _DISQUE_BCAST_QUEUED else 0) | (
-            DELIVERED if record.flags & _DISQUE_DELIVERED else 0
-        )
+        if record.flags:  # a new job's copy has none: Job() starts at 0
+            job.flags = (QUEUED_ONCE if record.flags & _DISQUE_BCAST_QUEUED else 0) | (
+                DELIVERED if record.flags & _DISQUE_DELIVERED else 0
+            )
         job.nodes_delivered = self._known_nodes(record.nodes)
         # Nobody has confirmed holding this copy since it came back (Disque: empty).
         job.nodes_confirmed = ()
         self.jobs[job.id] = job
         self.jobs_bytes += JOB_OVERHEAD_BYTES + len(job.body)
-        self._last_ctime = max(self._last_ctime, job.ctime)
+        if job.ctime > self._last_ctime:
+            self._last_ctime = job.ctime
         self._changed(EV_IMPORTED, job, now_ms)
         if not job.retry:
             if job.flags & DELIVERED:
