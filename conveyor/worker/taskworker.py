@@ -73,8 +73,9 @@ class TaskWorker:
         self._held: dict[str, float] = {}  # job ID -> when it was last fetched or beaten
         # thread id -> (deadline, job, task): what each thread runs, for the watchdog
         self._running: dict[int, tuple[float, Job, Task]] = {}
-        # deliveries (see _delivery) settled as timed out while their thread still runs
-        self.abandoned: set[tuple[str, int, int]] = set()
+        # deliveries (see _delivery) given up on while their thread still runs: False
+        # while the watchdog settles them as timed out, True once it has
+        self.abandoned: dict[tuple[str, int, int], bool] = {}
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._acks: list[str] = []
@@ -124,12 +125,17 @@ class TaskWorker:
         self, pool: ThreadPoolExecutor, triples: list[tuple[Job, Task, dict[str, Any]]]
     ) -> None:
         """Run on the pool; a run the watchdog abandoned (stuck past its timeout in a call
-        that an async exception cannot interrupt) is not waited for."""
+        that an async exception cannot interrupt) is not waited for, but its settling is:
+        until then its job is still held, and putting it back (run_batch) would deliver
+        it again beside its NACK, to the next free thread."""
         futures = {pool.submit(self._execute, *triple): _delivery(triple[0]) for triple in triples}
         pending = set(futures)
         while pending:
             _done, pending = wait(pending, timeout=0.2)
-            pending = {f for f in pending if futures[f] not in self.abandoned}
+            pending = {f for f in pending if not self.abandoned.get(futures[f])}
+        # A thread given up on may come back while the watchdog still settles its run.
+        while any(self.abandoned.get(delivery) is False for delivery in futures.values()):
+            time.sleep(0.05)
 
     def _flush_acks(self) -> None:
         with self._lock:
@@ -163,8 +169,31 @@ class TaskWorker:
 
     def _execute(self, job: Job, task: Task, call: dict[str, Any]) -> None:
         in_main = threading.current_thread() is threading.main_thread()
-        deadline = time.monotonic() + task.options.timeout
-        self._running[threading.get_ident()] = (deadline, job, task)
+        try:
+            self._call(task, call, in_main, (time.monotonic() + task.options.timeout, job, task))
+        except Exception as exc:  # a task's failure is data, not a worker crash
+            if _delivery(job) not in self.abandoned:
+                self._failed(job, task, exc)
+            return
+        if _delivery(job) in self.abandoned:
+            return  # already settled as timed out
+        with self._lock:
+            self._acks.append(job.id)
+
+    def _call(
+        self, task: Task, call: dict[str, Any], in_main: bool, running: tuple[float, Job, Task]
+    ) -> None:
+        """The task itself, listed in _running for the watchdog only while it runs.
+
+        The watchdog raises TaskTimeout into a pool thread only under the lock and only
+        while the thread is listed. Unlisted as soon as the task returns, and any timeout
+        raised before that taken here, none can land later: in the settling of the job
+        (a NACK cut in the middle of its reply) or in the pool's own loop, which would
+        end the thread and lose the next job handed to it."""
+        ident = threading.get_ident()
+        timed_out: TaskTimeout | None = None
+        with self._lock:
+            self._running[ident] = running
         try:
             if in_main:
                 signal.setitimer(signal.ITIMER_REAL, task.options.timeout)
@@ -173,16 +202,17 @@ class TaskWorker:
             finally:
                 if in_main:
                     signal.setitimer(signal.ITIMER_REAL, 0)
-        except Exception as exc:  # a task's failure is data, not a worker crash
-            if _delivery(job) not in self.abandoned:
-                self._failed(job, task, exc)
-            return
         finally:
-            self._running.pop(threading.get_ident(), None)
-        if _delivery(job) in self.abandoned:
-            return  # already settled as timed out
-        with self._lock:
-            self._acks.append(job.id)
+            while True:
+                try:
+                    with self._lock:
+                        self._running.pop(ident, None)
+                    _take_pending()  # one raised before the pop lands here at the latest
+                    break
+                except TaskTimeout as exc:
+                    timed_out = exc
+        if timed_out is not None:
+            raise timed_out  # it ran past its deadline: a failure, though it returned
 
     def _run_async(self, pairs: list[tuple[Job, Task, dict[str, Any]]]) -> None:
         if self._loop is None:
@@ -241,15 +271,20 @@ class TaskWorker:
                     self._held[job_id] = now
                     with contextlib.suppress(ConveyorError):
                         self.client.working(job_id)
-            for thread_id, (deadline, job, task) in list(self._running.items()):
-                if now <= deadline or thread_id == threading.main_thread().ident:
-                    continue
-                if now <= deadline + _ABANDON_AFTER_S:
-                    _async_raise(thread_id, TaskTimeout)  # taken at the next bytecode
-                elif _delivery(job) not in self.abandoned:
-                    # Blocked in C (a sleep, a socket): settle the job, leave the thread.
-                    self.abandoned.add(_delivery(job))
-                    self._failed(job, task, TaskTimeout("stuck past its timeout; abandoned"))
+            stuck: list[tuple[Job, Task]] = []
+            with self._lock:  # see _call: a thread is raised into only while listed
+                for thread_id, (deadline, job, task) in self._running.items():
+                    if now <= deadline or thread_id == threading.main_thread().ident:
+                        continue
+                    if now <= deadline + _ABANDON_AFTER_S:
+                        _async_raise(thread_id, TaskTimeout)  # taken at the next bytecode
+                    elif _delivery(job) not in self.abandoned:
+                        self.abandoned[_delivery(job)] = False  # its thread: do not settle
+                        stuck.append((job, task))
+            for job, task in stuck:
+                # Blocked in C (a sleep, a socket): settle the job, leave the thread.
+                self._failed(job, task, TaskTimeout("stuck past its timeout; abandoned"))
+                self.abandoned[_delivery(job)] = True  # run_batch may go on
             if now > self.stop_deadline:
                 log.warning("grace period over: putting %d jobs back", len(self._held))
                 self._put_back()
@@ -268,6 +303,10 @@ class TaskWorker:
 def _delivery(job: Job) -> tuple[str, int, int]:
     """One delivery of a job: every re-delivery raises nacks or additional deliveries."""
     return job.id, job.nacks or 0, job.additional_deliveries or 0
+
+
+def _take_pending() -> None:
+    """Nothing: calling a Python function is where a pending async exception is raised."""
 
 
 def _raise_timeout(signum: int, frame: FrameType | None) -> None:
