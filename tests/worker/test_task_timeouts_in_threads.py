@@ -17,14 +17,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conveyor.client import Client, Job
 from conveyor.worker.tasks import App, Task
-from conveyor.worker.taskworker import TaskTimeout, TaskWorker
+from conveyor.worker.taskworker import TaskWorker
 from tests.servers import NodeProcess, running_node
 
 
@@ -53,6 +52,17 @@ class SlowSettling(TaskWorker):
             raise
 
 
+def watched_worker(app: App, client: Client) -> SlowSettling:
+    """Two pool threads and the watchdog (a daemon thread: it idles once nothing is held)."""
+    worker = SlowSettling(app, client, 2, 1, 5.0)
+    threading.Thread(target=worker._watchdog, daemon=True).start()
+    return worker
+
+
+def fetch(client: Client, queue: str) -> list[Job]:
+    return client.get_jobs([queue], count=1, timeout_ms=5000, with_counters=True)
+
+
 def spin_past_timeout() -> None:
     # Python bytecode, not a C sleep: the watchdog's exception lands at once.
     end = time.monotonic() + 5
@@ -61,47 +71,41 @@ def spin_past_timeout() -> None:
 
 
 def test_a_timeout_is_not_raised_again_while_the_thread_settles_the_job(
-    node: NodeProcess, tmp_path: Path
+    node: NodeProcess,
 ) -> None:
     nodes = [f"127.0.0.1:{node.port}"]
     app = App(nodes, default_queue="spin")
     task = app.task(retries=0, timeout=0.3)(spin_past_timeout)
     with Client(nodes) as client:
-        worker = SlowSettling(app, client, 2, 1, 5.0)
-        threading.Thread(target=worker._watchdog, daemon=True).start()
+        worker = watched_worker(app, client)
         task.delay()
-        jobs = client.get_jobs(["spin"], count=1, timeout_ms=5000, with_counters=True)
-        worker.run_batch(jobs)  # returns once the pool ran it
+        worker.run_batch(fetch(client, "spin"))  # returns once the pool ran it
         assert worker.settled == ["TaskTimeout"]
         assert worker.escaped == []  # no second TaskTimeout in the middle of settling
-        dead = client.get_jobs(["spin.dead"], count=1, timeout_ms=5000)
+        dead = fetch(client, "spin.dead")
         assert len(dead) == 1 and b"TaskTimeout" in dead[0].body
         # The pool's threads are alive: the next job runs (and is acked).
         follow = app.task(name="follow", queue="spin", retries=0, timeout=5)(lambda: None)
         follow.delay()
-        worker.run_batch(client.get_jobs(["spin"], count=1, timeout_ms=5000, with_counters=True))
+        worker.run_batch(fetch(client, "spin"))
         assert client.qlen("spin") == 0 and worker._running == {}
         assert all(thread.is_alive() for thread in worker._pool._threads)  # type: ignore[union-attr]
-        assert issubclass(TaskTimeout, Exception)
 
 
 def sleep_past_timeout() -> None:
     time.sleep(3)  # in C: the exception waits for it, so the watchdog gives the run up
 
 
-def test_a_run_given_up_on_is_settled_before_its_batch_ends(
-    node: NodeProcess, tmp_path: Path
-) -> None:
+def test_a_run_given_up_on_is_settled_before_its_batch_ends(node: NodeProcess) -> None:
     nodes = [f"127.0.0.1:{node.port}"]
     app = App(nodes, default_queue="stuck")
     task = app.task(retries=0, timeout=0.3)(sleep_past_timeout)
     with Client(nodes) as client:
-        worker = SlowSettling(app, client, 2, 1, 5.0)
-        threading.Thread(target=worker._watchdog, daemon=True).start()
+        worker = watched_worker(app, client)
         job_id = task.delay()
-        worker.run_batch(client.get_jobs(["stuck"], count=1, timeout_ms=5000, with_counters=True))
+        worker.run_batch(fetch(client, "stuck"))
         # Settled (dead-lettered, acked) before run_batch put back what it still held.
         assert worker.settled == ["TaskTimeout"] and worker.escaped == []
         assert client.qlen("stuck") == 0 and client.show(job_id) is None
-        dead = client.get_jobs(["stuck.dead"], count=1, timeout_ms=5000)
+        dead = fetch(client, "stuck.dead")
         assert len(dead) == 1 and b"abandoned" in dead[0].body
