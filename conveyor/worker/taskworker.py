@@ -38,6 +38,9 @@ _FETCH_WAIT_MS = 1000
 # worker (segfault, OOM, SIGKILL): it goes to the dead-letter queue instead of looping.
 _MAX_EXTRA_DELIVERIES = 5
 _ABANDON_AFTER_S = 2.0  # after its timeout, how long a pool thread gets to take the exception
+# A run given up on (TaskWorker.abandoned): the watchdog settles it; it is forgotten once
+# it is settled and its thread is back, so the table holds only threads still stuck.
+_SETTLING, _SETTLED, _BACK_WHILE_SETTLING = 0, 1, 2
 
 
 class TaskTimeout(Exception):
@@ -73,9 +76,9 @@ class TaskWorker:
         self._held: dict[str, float] = {}  # job ID -> when it was last fetched or beaten
         # thread id -> (deadline, job, task): what each thread runs, for the watchdog
         self._running: dict[int, tuple[float, Job, Task]] = {}
-        # deliveries (see _delivery) given up on while their thread still runs: False
-        # while the watchdog settles them as timed out, True once it has
-        self.abandoned: dict[tuple[str, int, int], bool] = {}
+        # deliveries (see _delivery) given up on while their thread still runs -> _SETTLING,
+        # _SETTLED or _BACK_WHILE_SETTLING; at most one per pool thread
+        self.abandoned: dict[tuple[str, int, int], int] = {}
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._acks: list[str] = []
@@ -132,9 +135,9 @@ class TaskWorker:
         pending = set(futures)
         while pending:
             _done, pending = wait(pending, timeout=0.2)
-            pending = {f for f in pending if not self.abandoned.get(futures[f])}
+            pending = {f for f in pending if self.abandoned.get(futures[f]) != _SETTLED}
         # A thread given up on may come back while the watchdog still settles its run.
-        while any(self.abandoned.get(delivery) is False for delivery in futures.values()):
+        while any(self.abandoned.get(d, _SETTLED) != _SETTLED for d in futures.values()):
             time.sleep(0.05)
 
     def _flush_acks(self) -> None:
@@ -172,13 +175,25 @@ class TaskWorker:
         try:
             self._call(task, call, in_main, (time.monotonic() + task.options.timeout, job, task))
         except Exception as exc:  # a task's failure is data, not a worker crash
-            if _delivery(job) not in self.abandoned:
+            if not self._given_up(job):
                 self._failed(job, task, exc)
             return
-        if _delivery(job) in self.abandoned:
-            return  # already settled as timed out
+        if self._given_up(job):
+            return  # the watchdog settles it as timed out
         with self._lock:
             self._acks.append(job.id)
+
+    def _given_up(self, job: Job) -> bool:
+        """Back from a run: whether the watchdog gave it up (and settles it). A settled
+        run is forgotten here; one still settling, by the watchdog once it is done."""
+        delivery = _delivery(job)
+        with self._lock:
+            state = self.abandoned.get(delivery)
+            if state == _SETTLED:
+                del self.abandoned[delivery]
+            elif state == _SETTLING:
+                self.abandoned[delivery] = _BACK_WHILE_SETTLING
+        return state is not None
 
     def _call(
         self, task: Task, call: dict[str, Any], in_main: bool, running: tuple[float, Job, Task]
@@ -279,12 +294,16 @@ class TaskWorker:
                     if now <= deadline + _ABANDON_AFTER_S:
                         _async_raise(thread_id, TaskTimeout)  # taken at the next bytecode
                     elif _delivery(job) not in self.abandoned:
-                        self.abandoned[_delivery(job)] = False  # its thread: do not settle
+                        self.abandoned[_delivery(job)] = _SETTLING  # its thread: do not settle
                         stuck.append((job, task))
             for job, task in stuck:
                 # Blocked in C (a sleep, a socket): settle the job, leave the thread.
-                self._failed(job, task, TaskTimeout("stuck past its timeout; abandoned"))
-                self.abandoned[_delivery(job)] = True  # run_batch may go on
+                try:
+                    self._failed(job, task, TaskTimeout("stuck past its timeout; abandoned"))
+                finally:  # run_batch may go on
+                    with self._lock:
+                        if self.abandoned.pop(_delivery(job)) == _SETTLING:
+                            self.abandoned[_delivery(job)] = _SETTLED  # thread still stuck
             if now > self.stop_deadline:
                 log.warning("grace period over: putting %d jobs back", len(self._held))
                 self._put_back()

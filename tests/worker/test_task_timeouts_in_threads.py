@@ -25,6 +25,7 @@ from conveyor.client import Client, Job
 from conveyor.worker.tasks import App, Task
 from conveyor.worker.taskworker import TaskWorker
 from tests.servers import NodeProcess, running_node
+from tests.worker.conftest import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +110,5 @@ def test_a_run_given_up_on_is_settled_before_its_batch_ends(node: NodeProcess) -
         assert client.qlen("stuck") == 0 and client.show(job_id) is None
         dead = fetch(client, "stuck.dead")
         assert len(dead) == 1 and b"abandoned" in dead[0].body
+        # Once its thread is back, nothing is kept for the run (one entry per stuck thread).
+        wait_for(lambda: not worker.abandoned, timeout=10, what="the run forgotten")
