@@ -23,11 +23,18 @@ Neutered, so the fuzzer can neither stall nor touch the file system outside its 
 directory: DEBUG SLEEP validates its argument as `time.sleep` would but does not sleep,
 CONFIG SET of a path directive gets a name inside the temp directory (a NUL byte is left
 in, to test its refusal), SHUTDOWN does nothing.
+
+The temp directory is `$CONVEYOR_FUZZ_SCRATCH` when set: `fuzz/run.py` sets it inside its
+work directory, which it removes, because libFuzzer ends a run with C's `exit()` and
+Python's exit handlers never run. Otherwise (tests, seeds) it is a new temp directory
+removed when the interpreter exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import re
 import shutil
 import sys
@@ -70,6 +77,7 @@ NUMBERS = [
 ]  # fmt: skip
 _ID_RE = re.compile(rb"D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}")
 
+SCRATCH_ENV = "CONVEYOR_FUZZ_SCRATCH"
 conveyor: dict[str, Any] = {}  # the modules, imported by load()
 _workdir: Path | None = None
 _runs = 0
@@ -140,7 +148,19 @@ def load(instrument: bool = False) -> None:
     else:
         _import()
     conveyor["cmd_admin"].time = _TimeShim()
-    _workdir = Path(tempfile.mkdtemp(prefix="conveyor-fuzz-commands-"))
+    _workdir = scratch_directory()
+
+
+def scratch_directory() -> Path:
+    """Where CONFIG SET puts the files it names (see the module docstring)."""
+    given = os.environ.get(SCRATCH_ENV)
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    path = Path(tempfile.mkdtemp(prefix="conveyor-fuzz-commands-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def _import() -> None:

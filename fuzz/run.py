@@ -56,8 +56,11 @@ class Result:
     known: set[str] = field(default_factory=set)
 
 
-def _env(artifacts: Path | None, ci: bool) -> dict[str, str]:
+def _env(artifacts: Path | None, ci: bool, scratch: Path) -> dict[str, str]:
     env = dict(os.environ)
+    # The commands target's files (CONFIG SET dir, AOF, event log): inside the work
+    # directory, so they go with it (see fuzz/fuzz_commands.py).
+    env["CONVEYOR_FUZZ_SCRATCH"] = str(scratch)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if artifacts is not None:
         env["CONVEYOR_FUZZ_KEEP_GOING"] = str(artifacts)
@@ -106,7 +109,7 @@ def run_target(target: str, seconds: int, workdir: Path, keep_going: bool, ci: b
             process = subprocess.run(
                 _command(target, flags, corpus),
                 cwd=ROOT,
-                env=_env(artifacts if keep_going else None, ci),
+                env=_env(artifacts if keep_going else None, ci, base / "scratch"),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 check=False,
@@ -144,7 +147,8 @@ def _measure(result: Result, target: str, corpus: Path, ci: bool) -> None:
     process = subprocess.run(
         _command(target, ["-runs=0", "-timeout=30"], corpus),
         cwd=ROOT,
-        env=_env(None, ci) | {"CONVEYOR_FUZZ_KEEP_GOING": str(corpus.parent / "replay")},
+        env=_env(None, ci, corpus.parent / "scratch")
+        | {"CONVEYOR_FUZZ_KEEP_GOING": str(corpus.parent / "replay")},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         check=False,

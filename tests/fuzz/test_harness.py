@@ -3,17 +3,21 @@ catches the defect it is there for (a check that cannot fail proves nothing)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("atheris")
 
-from fuzz import fuzz_commands, fuzz_resp
+from fuzz import fuzz_commands, fuzz_resp, run
 from fuzz.harness import Violation
 from fuzz.resp_check import Malformed, check_reply
 
-CORPUS = Path(__file__).resolve().parents[2] / "fuzz" / "corpus"
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "fuzz" / "corpus"
 
 
 def seeds(target: str) -> list[Path]:
@@ -186,3 +190,38 @@ def test_the_reference_takes_a_header_of_any_length() -> None:
     """Found by the first long run: a `*` header of 32 KB of digits without its CRLF made
     the reference's int() raise (Python's 4300-digit limit); the parser was fine."""
     fuzz_resp.check_stream(b"*1" + b"4" * 32769, [10])
+
+
+# -- the commands target's scratch directory ----------------------------------------------
+_PRINT_SCRATCH = (
+    "from fuzz import fuzz_commands; fuzz_commands.load(); print(fuzz_commands._workdir)"
+)
+
+
+def _scratch_of_a_run(env: dict[str, str]) -> Path:
+    """The directory a fresh interpreter loading the commands target wrote into."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PRINT_SCRATCH],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_commands_targets_own_temp_directory_goes_when_it_exits() -> None:
+    env = {k: v for k, v in os.environ.items() if k != fuzz_commands.SCRATCH_ENV}
+    scratch = _scratch_of_a_run(env)
+    assert scratch.name.startswith("conveyor-fuzz-commands-")
+    assert not scratch.exists()
+
+
+def test_the_runner_gives_the_commands_target_a_directory_in_its_own(tmp_path: Path) -> None:
+    # libFuzzer ends with C's exit(), past Python's exit handlers: the runner's work
+    # directory, which it removes, is where the files must go.
+    env = run._env(None, True, tmp_path / "commands" / "scratch")
+    assert _scratch_of_a_run(env) == tmp_path / "commands" / "scratch"
+    assert (tmp_path / "commands" / "scratch").is_dir()
