@@ -57,6 +57,7 @@ class OutboundPeer:
         self.state = "connecting"
         self.link: BusLink | None = None
         self.attempts = 0  # connects started
+        self.started_at = 0.0  # event loop time of the last connect started
         self.connects = 0  # connects that gave a link
         self.failures = 0
         self.delays: deque[float] = deque(maxlen=64)
@@ -89,11 +90,15 @@ class OutboundPeer:
 
     # ------------------------------------------------------------------ connecting
 
-    def wake(self) -> None:
-        """Connect now if waiting out a backoff (e.g. the peer was just heard from)."""
-        if self.state == "waiting":
-            self._cancel_timer()
-            self._start()
+    def wake(self, min_interval_s: float = 0.0) -> None:
+        """Connect now if waiting out a backoff (e.g. the peer was just heard from), and
+        if the last attempt started at least `min_interval_s` ago."""
+        if self.state != "waiting":
+            return
+        if asyncio.get_running_loop().time() - self.started_at < min_interval_s:
+            return
+        self._cancel_timer()
+        self._start()
 
     def _restart(self) -> None:
         """Connect again now, to a new address: whatever is in flight is abandoned."""
@@ -112,6 +117,7 @@ class OutboundPeer:
     def _start(self) -> None:
         self.state = "connecting"
         self.attempts += 1
+        self.started_at = asyncio.get_running_loop().time()
         self._task = asyncio.get_running_loop().create_task(
             self._connect(self.attempts), name=f"bus connect {describe_key(self.key)}"
         )

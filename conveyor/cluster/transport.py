@@ -22,9 +22,11 @@ the callbacks. How C Disque 1.0-rc1 uses links (cluster.c), and what is done her
    PING before anything else. A failed connect is simply retried on the next tick, ~10 SYNs
    a second with no backoff. -- Here: one `OutboundPeer` per key, connected at once by
    `connect()` and after a loss reconnected with exponential backoff and jitter (`Backoff`,
-   100 ms doubling to 5 s). `on_link_up(link)` runs as soon as the connection is made and
-   before the frames queued while connecting: membership sends its MEET or PING there,
-   so it is the first frame on the link, as in Disque.
+   100 ms doubling to 5 s), cut short when the node's own messages arrive on an inbound
+   link (it is up: at most one early connect per 100 ms). `on_link_up(link)` runs as
+   soon as the connection is made and before the frames queued while connecting:
+   membership sends its MEET or PING there, so it is the first frame on the link, as in
+   Disque.
 2. Who sends what on which link: PONG is the only message written on the link its request
    (PING or MEET) arrived on. Everything a node originates -- PING, MEET, FAIL, REPLJOB, and
    also answers such as GOTJOB, GOTACK, QUEUED, YOURJOBS -- goes on its own outbound link to
@@ -101,6 +103,8 @@ log = logging.getLogger("conveyor.cluster")
 
 DEFAULT_MAX_SEND_BUFFER = 16 * 1024 * 1024
 DEFAULT_MAX_INBOUND = 1024
+# Disque's cron tries a missing link this often; hearing from a peer wakes ours no sooner.
+WAKE_INTERVAL_S = 0.1
 
 OnMessage = Callable[[BusLink, Message], None]
 OnLinkUp = Callable[[BusLink], None]
@@ -344,6 +348,14 @@ class BusTransport:
     def _link_message(self, link: BusLink, message: Message) -> None:
         if link.peer is not None:
             link.peer.failures = 0
+        else:
+            # The sender is up and talks to us: our own link to it need not wait out the
+            # rest of a backoff (a restarted node would otherwise stay FAIL here for up to
+            # 5 s, where Disque reconnects within 100 ms). At most one early connect per
+            # WAKE_INTERVAL_S, however many frames it sends while our connects fail.
+            waiting = self._peers.get(message.header.sender)
+            if waiting is not None and waiting.state == "waiting":
+                waiting.wake(WAKE_INTERVAL_S)
         self.stats.messages_in += 1
         self._call(self._on_message, link, message)
 

@@ -241,6 +241,55 @@ async def test_wake_skips_the_rest_of_a_backoff() -> None:
         assert peer.failures == 1 and list(peer.delays) == [3600.0]
 
 
+async def test_a_message_from_the_node_cuts_our_backoff_to_it_short() -> None:
+    # A restarted node is heard from on its own link before ours to it reconnects: ours
+    # connects then, not an hour later (or, with the defaults, up to 5 s later).
+    slow = Backoff(initial=3600.0, maximum=3600.0, jitter=0.0)
+    async with nodes(HEADER_A, HEADER_B, backoff=slow) as (a, b):
+        port = b.bus.port
+        await b.bus.close()
+        peer = a.bus.connect(NAME_B, (LOCAL, port))
+        await until(lambda: peer.state == "waiting", "the first failure")
+        b.bus = BusTransport(port, b.on_message, backoff=slow)
+        await b.bus.start()
+        back = b.bus.connect(NAME_A, (LOCAL, a.bus.port))
+        await until(lambda: back.state == "connected", "B's link to A")
+        for _ in range(2000):  # B pings A, as a node does its peers
+            if peer.state == "connected":
+                break
+            b.bus.send(NAME_A, Ping(HEADER_B))
+            await asyncio.sleep(0.01)
+        assert peer.state == "connected"
+        assert peer.failures == 1 and list(peer.delays) == [3600.0]
+
+
+async def test_messages_from_a_node_we_cannot_reach_wake_our_link_at_most_every_100_ms() -> None:
+    # Our link to B cannot connect (its address is a closed port) while B floods us with
+    # frames: each frame may cut the backoff short, but connects stay rate-limited.
+    slow = Backoff(initial=3600.0, maximum=3600.0, jitter=0.0)
+    async with nodes(HEADER_A, HEADER_B, backoff=slow) as (a, b):
+        closed = BusTransport(0, lambda link, message: None)
+        await closed.start()
+        dead_port = closed.port
+        await closed.close()
+        peer = a.bus.connect(NAME_B, (LOCAL, dead_port))
+        await until(lambda: peer.state == "waiting", "the first failure")
+        back = b.bus.connect(NAME_A, (LOCAL, a.bus.port))
+        await until(lambda: back.state == "connected", "B's link to A")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        heard = len(a.received)
+        for _ in range(100):
+            for _ in range(20):
+                b.bus.send(NAME_A, Ping(HEADER_B))
+            await asyncio.sleep(0.005)
+        await until(lambda: len(a.received) >= heard + 2000, "B's 2,000 pings")
+        elapsed = loop.time() - started
+        assert peer.attempts >= 2  # woken at least once
+        assert peer.attempts <= 2 + elapsed / 0.1
+        assert peer.state in ("waiting", "connecting")
+
+
 async def test_reset_drops_the_link_and_reconnects() -> None:
     async with nodes(HEADER_A, HEADER_B, backoff=FAST) as (a, b):
         peer = a.bus.connect(NAME_B, (LOCAL, b.bus.port))
