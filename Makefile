@@ -129,3 +129,10 @@ bench-cluster: sysdeps $(STAMP) compile
 	$(PY) -m bench.cluster_bench
 	$(PY) -m bench.federation_bench
 	$(PY) -m bench.failover_bench
+
+# Disque's own cluster test suite (its tests/, from DISQUE_SRC: a checkout of
+# antirez/disque) against Conveyor nodes, ~10 min; a yardstick, not part of `make test`.
+.PHONY: disque-suite
+disque-suite: $(STAMP) compile
+	@command -v tclsh >/dev/null || { $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq tcl; }
+	$(PY) scripts/disque_suite.py

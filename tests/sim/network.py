@@ -9,7 +9,8 @@ came on (membership's `Reply` action). Faults, all drawn from the network's seed
   that must tolerate reordering);
 - loss: as on TCP, a message is lost only with its link: the owner sees the link go
   down (`link_down`), everything in flight on it is dropped, and it reconnects after a
-  backoff (100 ms doubling to 1.6 s, as the transport's `Backoff` does, roughly);
+  backoff (100 ms doubling to 1.6 s, as the transport's `Backoff` does, roughly), or
+  early when the peer's own messages arrive (at most once per 100 ms, as the transport);
 - duplication: with `dup` probability a message is delivered twice;
 - partitions: pairs of nodes that cannot talk. A send across a cut, or a delivery that
   finds one, breaks the link; reconnecting fails until the cut heals;
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 T0 = 1_700_000_000_000  # the virtual clock starts at a plausible unix time in ms
 BASE_PORT = 7000
 IP = "127.0.0.1"
+WAKE_INTERVAL_MS = 100  # the transport's WAKE_INTERVAL_S
 
 
 @dataclass(slots=True, eq=False)
@@ -55,6 +57,7 @@ class Link:
     last_out: int = 0  # arrival time of the last message each way (FIFO)
     last_back: int = 0
     closed: bool = False
+    tried_at: int = -WAKE_INTERVAL_MS  # virtual time of the last connect attempt
 
 
 @dataclass(slots=True)
@@ -162,6 +165,7 @@ class SimNetwork:
     def _connect(self, link: Link, epoch: int) -> None:
         if link.closed or link.epoch != epoch or link.up:
             return
+        link.tried_at = self.now
         if self.blocked(link.owner, link.target):
             link.failures += 1
             link.epoch += 1
@@ -173,6 +177,18 @@ class SimNetwork:
         owner = self.nodes[link.owner]
         owner.membership.link_up(link.key, self.now)
         owner.after(None)
+
+    def _wake(self, owner: int, sender: bytes) -> None:
+        """`sender` spoke on its own link: `owner`'s link to it, if waiting out a backoff,
+        connects now (the transport's `OutboundPeer.wake`, at most once per 100 ms)."""
+        link = self.links[owner].get(sender)
+        if link is None or link.up or link.closed:
+            return
+        if self.now - link.tried_at < WAKE_INTERVAL_MS:
+            return
+        link.tried_at = self.now
+        link.epoch += 1  # the connect the backoff scheduled is superseded
+        self._schedule_connect(link, 1)
 
     def _backoff(self, link: Link) -> int:
         base = min(100 << min(link.failures, 4), 1600)
@@ -231,4 +247,5 @@ class SimNetwork:
         if back:  # a PONG on our own outbound link
             self.nodes[dst].receive(message, link.key, None)
         else:
+            self._wake(dst, message.header.sender)
             self.nodes[dst].receive(message, None, link)
