@@ -25,7 +25,7 @@ from conveyor.cluster.messages import (
     Pong,
     ReplJob,
 )
-from conveyor.cluster.transport import Backoff, BusLink, BusTransport
+from conveyor.cluster.transport import Backoff, BusLink, BusTransport, OutboundPeer
 from conveyor.core.codec import JobRecord
 
 from .recording import recorded_messages
@@ -226,15 +226,24 @@ async def test_reconnect_after_the_peer_restarts_with_growing_backoff() -> None:
             await restarted.bus.close()
 
 
+SLOW = Backoff(initial=3600.0, maximum=3600.0, jitter=0.0)
+
+
+async def waiting_for_restarted(a: Node, b: Node) -> OutboundPeer:
+    """A's link to B, which failed while B's bus was down, B's bus back up on its port:
+    an hour of backoff left to wait."""
+    port = b.bus.port
+    await b.bus.close()
+    peer = a.bus.connect(NAME_B, (LOCAL, port))
+    await until(lambda: peer.state == "waiting", "the first failure")
+    b.bus = BusTransport(port, b.on_message, backoff=SLOW)
+    await b.bus.start()
+    return peer
+
+
 async def test_wake_skips_the_rest_of_a_backoff() -> None:
-    slow = Backoff(initial=3600.0, maximum=3600.0, jitter=0.0)
-    async with nodes(HEADER_A, HEADER_B, backoff=slow) as (a, b):
-        port = b.bus.port
-        await b.bus.close()
-        peer = a.bus.connect(NAME_B, (LOCAL, port))
-        await until(lambda: peer.state == "waiting", "the first failure")
-        b.bus = BusTransport(port, b.on_message)
-        await b.bus.start()
+    async with nodes(HEADER_A, HEADER_B, backoff=SLOW) as (a, b):
+        peer = await waiting_for_restarted(a, b)
         assert peer.state == "waiting"
         peer.wake()  # e.g. membership just heard from the node on an inbound link
         await until(lambda: peer.state == "connected", "the early reconnect")
@@ -244,14 +253,8 @@ async def test_wake_skips_the_rest_of_a_backoff() -> None:
 async def test_a_message_from_the_node_cuts_our_backoff_to_it_short() -> None:
     # A restarted node is heard from on its own link before ours to it reconnects: ours
     # connects then, not an hour later (or, with the defaults, up to 5 s later).
-    slow = Backoff(initial=3600.0, maximum=3600.0, jitter=0.0)
-    async with nodes(HEADER_A, HEADER_B, backoff=slow) as (a, b):
-        port = b.bus.port
-        await b.bus.close()
-        peer = a.bus.connect(NAME_B, (LOCAL, port))
-        await until(lambda: peer.state == "waiting", "the first failure")
-        b.bus = BusTransport(port, b.on_message, backoff=slow)
-        await b.bus.start()
+    async with nodes(HEADER_A, HEADER_B, backoff=SLOW) as (a, b):
+        peer = await waiting_for_restarted(a, b)
         back = b.bus.connect(NAME_A, (LOCAL, a.bus.port))
         await until(lambda: back.state == "connected", "B's link to A")
         for _ in range(2000):  # B pings A, as a node does its peers
@@ -266,8 +269,7 @@ async def test_a_message_from_the_node_cuts_our_backoff_to_it_short() -> None:
 async def test_messages_from_a_node_we_cannot_reach_wake_our_link_at_most_every_100_ms() -> None:
     # Our link to B cannot connect (its address is a closed port) while B floods us with
     # frames: each frame may cut the backoff short, but connects stay rate-limited.
-    slow = Backoff(initial=3600.0, maximum=3600.0, jitter=0.0)
-    async with nodes(HEADER_A, HEADER_B, backoff=slow) as (a, b):
+    async with nodes(HEADER_A, HEADER_B, backoff=SLOW) as (a, b):
         closed = BusTransport(0, lambda link, message: None)
         await closed.start()
         dead_port = closed.port
