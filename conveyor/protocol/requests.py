@@ -217,7 +217,13 @@ class RequestParser:
             big = unparsed > self.max_bulk_bytes  # else no bulk here can be over the limit
             try:
                 while True:
-                    request = reader.gets()
+                    try:
+                        request = reader.gets()
+                    except TypeError:
+                        # hiredis builds a RESP3 map or set (`%`, `~`) as a dict or a set,
+                        # and one keyed by an aggregate raises here. No request holds
+                        # either: the walker refuses it with Redis' error.
+                        break
                     if request is False:
                         break
                     if type(request) is not list:

@@ -35,6 +35,14 @@ RESP_INPUTS = {
     "inline-after-96kb-multibulk": (
         b"*1725\r\n$50\r\n" + b"x" * 50 + b"\r\nPING\r\n\x009\x07\x00\x0b\xff;\xb6\x03\x00\x02\x00"
     ),
+    # A RESP3 map inside a request, keyed by an array: hiredis raised TypeError (unhashable
+    # list) out of the parser, which would have dropped the connection with a traceback.
+    # The fuzzer's own input, as found (CI, 2026-11-27).
+    "resp3-map-keyed-by-array": bytes.fromhex(
+        "2a2d310d0a2a310d0a24340d0a50494e47290d25310d0a2a310d0a24340d0a50494e3f290d0a000000"
+        "50b3b1b8f40a040a2a310d0a24340d00000a00000050b3b1b8f40a52590d243235360d0a0a24320d0a"
+        "33300d0a2a350d0a24040a2a310d0a24340d0000"
+    ),
 }
 
 COMMAND_INPUTS = {
@@ -72,6 +80,20 @@ def _loaded() -> None:
 @pytest.mark.parametrize("name", sorted(RESP_INPUTS))
 def test_resp_input_is_handled_cleanly(name: str) -> None:
     fuzz_resp.check_input(RESP_INPUTS[name])
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"*1\r\n%1\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n",  # a map keyed by an array
+        b"*2\r\n$1\r\na\r\n%1\r\n%1\r\n:1\r\n:2\r\n:3\r\n",  # ... by a map
+        b"*1\r\n~1\r\n*1\r\n$1\r\na\r\n",  # a set of an array
+    ],
+)
+def test_a_resp3_aggregate_in_a_request_is_refused_as_redis_does(stream: bytes) -> None:
+    parser = RequestParser()
+    with pytest.raises(ProtocolError, match=r"Protocol error: expected '\$', got '[%~]'"):
+        list(parser.feed(b"*1\r\n$4\r\nPING\r\n" + stream))
 
 
 @pytest.mark.parametrize("count", [2147483647, 4294967295, 1073741824, 1 << 63])

@@ -107,6 +107,15 @@ def test_errors_in_a_pipeline_do_not_close(raw: RawClient, state: list[int]) -> 
         (b"*2\r\n$4\r\nECHO\r\n*0\r\n", b"-ERR Protocol error: expected '$', got '*'\r\n"),
         (b"*2\r\n$4\r\nECHO\r\n-ERR x\r\n", b"-ERR Protocol error: expected '$', got '-'\r\n"),
         (b"*2\r\n$4\r\nECHO\r\n$-1\r\n", b"-ERR Protocol error: invalid bulk length\r\n"),
+        # RESP3 aggregates keyed by aggregates: hiredis raised TypeError on these.
+        (
+            b"*1\r\n%1\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n",
+            b"-ERR Protocol error: expected '$', got '%'\r\n",
+        ),
+        (
+            b"*2\r\n$4\r\nECHO\r\n%1\r\n%1\r\n:1\r\n:2\r\n:3\r\n",
+            b"-ERR Protocol error: expected '$', got '%'\r\n",
+        ),
     ],
 )
 def test_garbage_gets_a_protocol_error_then_close(
