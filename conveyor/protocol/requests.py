@@ -217,22 +217,13 @@ class RequestParser:
             big = unparsed > self.max_bulk_bytes  # else no bulk here can be over the limit
             try:
                 while True:
-                    try:
-                        request = reader.gets()
-                    except TypeError:
-                        # hiredis builds a RESP3 map or set (`%`, `~`) as a dict or a set,
-                        # and one keyed by an aggregate raises here. No request holds
-                        # either: the walker refuses it with Redis' error.
-                        break
+                    request = reader.gets()
                     if request is False:
                         break
                     if type(request) is not list:
                         break  # `*-1`, or not an array: the walker decides
-                    try:
-                        # A request holds strings only; join() checks every element in C.
-                        _join_check(request)
-                    except TypeError:
-                        break
+                    # A request holds strings only; join() checks every element in C.
+                    _join_check(request)
                     if big and request and max(map(len, request)) > self.max_bulk_bytes:
                         break  # the walker refuses it at its header
                     at = position[0]  # hiredis' pos: where this request ended
@@ -246,8 +237,11 @@ class RequestParser:
                         return
                     if not self.authenticated:  # an AUTH failed: the walker checks limits
                         break
-            except hiredis.ProtocolError:
-                pass  # maybe an inline request, maybe garbage: the walker decides
+            except (hiredis.ProtocolError, TypeError):
+                # Maybe an inline request, maybe garbage: the walker decides. TypeError:
+                # an element not a string (join), or a RESP3 map keyed by an aggregate,
+                # which hiredis fails to build as a dict.
+                pass
             # hiredis stopped inside a request (or refused it). A fresh reader drops what
             # this one holds (at most HIREDIS_MAX_ELEMENTS slots per level); the walker
             # parses that request again from its start, and hands back after it.
