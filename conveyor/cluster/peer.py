@@ -117,8 +117,9 @@ class OutboundPeer:
     def _start(self) -> None:
         self.state = "connecting"
         self.attempts += 1
-        self.started_at = asyncio.get_running_loop().time()
-        self._task = asyncio.get_running_loop().create_task(
+        loop = asyncio.get_running_loop()
+        self.started_at = loop.time()
+        self._task = loop.create_task(
             self._connect(self.attempts), name=f"bus connect {describe_key(self.key)}"
         )
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.cluster import codec
 from conveyor.cluster.actions import Action, Connect, Drop, Move, Rename, Reply, ResetLink, Send
 from conveyor.cluster.messages import Message
+from conveyor.cluster.transport import WAKE_INTERVAL_S
 
 if TYPE_CHECKING:
     from tests.sim.node import SimNode
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 T0 = 1_700_000_000_000  # the virtual clock starts at a plausible unix time in ms
 BASE_PORT = 7000
 IP = "127.0.0.1"
-WAKE_INTERVAL_MS = 100  # the transport's WAKE_INTERVAL_S
+WAKE_INTERVAL_MS = round(WAKE_INTERVAL_S * 1000)
 
 
 @dataclass(slots=True, eq=False)
