@@ -45,7 +45,7 @@ from typing import Any
 
 import atheris
 
-from fuzz.harness import Guard, Violation, main_args, no_known_issues
+from fuzz.harness import SCRATCH_ENV, Guard, Violation, main_args, no_known_issues
 from fuzz.resp_check import Malformed, check_reply
 
 MAX_STEPS = 64
@@ -77,7 +77,6 @@ NUMBERS = [
 ]  # fmt: skip
 _ID_RE = re.compile(rb"D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}")
 
-SCRATCH_ENV = "CONVEYOR_FUZZ_SCRATCH"
 conveyor: dict[str, Any] = {}  # the modules, imported by load()
 _workdir: Path | None = None
 _runs = 0

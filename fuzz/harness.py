@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 KEEP_GOING_ENV = "CONVEYOR_FUZZ_KEEP_GOING"
+# Where the commands target writes the files CONFIG SET names (see fuzz_commands.py).
+SCRATCH_ENV = "CONVEYOR_FUZZ_SCRATCH"
 
 
 class Violation(AssertionError):

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzz.harness import KEEP_GOING_ENV, SCRATCH_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {
     "resp": "fuzz.fuzz_resp",
@@ -60,10 +62,10 @@ def _env(artifacts: Path | None, ci: bool, scratch: Path) -> dict[str, str]:
     env = dict(os.environ)
     # The commands target's files (CONFIG SET dir, AOF, event log): inside the work
     # directory, so they go with it (see fuzz/fuzz_commands.py).
-    env["CONVEYOR_FUZZ_SCRATCH"] = str(scratch)
+    env[SCRATCH_ENV] = str(scratch)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if artifacts is not None:
-        env["CONVEYOR_FUZZ_KEEP_GOING"] = str(artifacts)
+        env[KEEP_GOING_ENV] = str(artifacts)
     if ci:
         env.setdefault("CONVEYOR_FUZZ_STALL_SCALE", "3")
     return env
@@ -148,7 +150,7 @@ def _measure(result: Result, target: str, corpus: Path, ci: bool) -> None:
         _command(target, ["-runs=0", "-timeout=30"], corpus),
         cwd=ROOT,
         env=_env(None, ci, corpus.parent / "scratch")
-        | {"CONVEYOR_FUZZ_KEEP_GOING": str(corpus.parent / "replay")},
+        | {KEEP_GOING_ENV: str(corpus.parent / "replay")},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         check=False,
