@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
@@ -267,29 +268,30 @@ async def test_a_message_from_the_node_cuts_our_backoff_to_it_short() -> None:
 
 
 async def test_messages_from_a_node_we_cannot_reach_wake_our_link_at_most_every_100_ms() -> None:
-    # Our link to B cannot connect (its address is a closed port) while B floods us with
-    # frames: each frame may cut the backoff short, but connects stay rate-limited.
-    async with nodes(HEADER_A, HEADER_B, backoff=SLOW) as (a, b):
-        closed = BusTransport(0, lambda link, message: None)
-        await closed.start()
-        dead_port = closed.port
-        await closed.close()
-        peer = a.bus.connect(NAME_B, (LOCAL, dead_port))
-        await until(lambda: peer.state == "waiting", "the first failure")
-        back = b.bus.connect(NAME_A, (LOCAL, a.bus.port))
-        await until(lambda: back.state == "connected", "B's link to A")
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        heard = len(a.received)
-        for _ in range(100):
-            for _ in range(20):
-                b.bus.send(NAME_A, Ping(HEADER_B))
-            await asyncio.sleep(0.005)
-        await until(lambda: len(a.received) >= heard + 2000, "B's 2,000 pings")
-        elapsed = loop.time() - started
-        assert peer.attempts >= 2  # woken at least once
-        assert peer.attempts <= 2 + elapsed / 0.1
-        assert peer.state in ("waiting", "connecting")
+    # Our link to B cannot connect (its address is a port bound but not listening: refused,
+    # and no other test can take it meanwhile, as one merely closed could be) while B
+    # floods us with frames: each frame may cut the backoff short, but connects stay
+    # rate-limited.
+    with socket.socket() as refusing:
+        refusing.bind((LOCAL, 0))
+        dead_port = refusing.getsockname()[1]
+        async with nodes(HEADER_A, HEADER_B, backoff=SLOW) as (a, b):
+            peer = a.bus.connect(NAME_B, (LOCAL, dead_port))
+            await until(lambda: peer.state == "waiting", "the first failure")
+            back = b.bus.connect(NAME_A, (LOCAL, a.bus.port))
+            await until(lambda: back.state == "connected", "B's link to A")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            heard = len(a.received)
+            for _ in range(100):
+                for _ in range(20):
+                    b.bus.send(NAME_A, Ping(HEADER_B))
+                await asyncio.sleep(0.005)
+            await until(lambda: len(a.received) >= heard + 2000, "B's 2,000 pings")
+            elapsed = loop.time() - started
+            assert peer.attempts >= 2  # woken at least once
+            assert peer.attempts <= 2 + elapsed / 0.1
+            assert peer.state in ("waiting", "connecting")
 
 
 async def test_reset_drops_the_link_and_reconnects() -> None:
