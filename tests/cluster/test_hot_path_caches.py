@@ -6,11 +6,15 @@ uncached computation gives, follow changes of the cluster view, and stay bounded
 - Replication._header: our header with NOREPLY, until our header changes.
 - decode_job: the last node list decoded, shared by the next record naming the same nodes.
 - parse_int: the last integers parsed, at most _RECENT_INTS_MAX of them.
+- parse_addjob: the last valid option tails parsed, at most _RECENT_TAILS_MAX of them.
 """
 
 from __future__ import annotations
 
 import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conveyor.cluster.actions import Send
 from conveyor.cluster.codec import decode, encode
@@ -19,11 +23,13 @@ from conveyor.cluster.messages import MFLAG_NOREPLY, NODE_PFAIL, Header, JobIdBa
 from conveyor.cluster.messages import ReplJob as ReplJobMessage
 from conveyor.cluster.nodes import ClusterNode
 from conveyor.cluster.state import ClusterState
+from conveyor.core.args import AddJobArgs
 from conveyor.core.codec import JobRecord, decode_jobs, encode_job
+from conveyor.core.errors import CommandError
 from conveyor.core.job import WAIT_REPL
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
-from conveyor.node import parsing
+from conveyor.node import cmd_jobs, parsing
 from conveyor.node.cmd_jobs import parse_addjob
 
 NAMES = [b"%040x" % (0xC0FFEE + index) for index in range(4)]
@@ -150,6 +156,50 @@ def test_parsed_integers_are_right_and_their_cache_bounded() -> None:
         assert parsing.parse_int(bad) is None
         assert bad not in parsing._recent_ints
     assert parsing.parse_int(bytearray(b"12")) == 12  # not hashable: parsed, not cached
+
+
+_TAIL_WORDS = [b"REPLICATE", b"replicate", b"DELAY", b"RETRY", b"retry", b"TTL", b"MAXLEN"]
+_TAIL_WORDS += [b"ASYNC", b"async", b"bogus", b"0", b"1", b"3", b"-1", b"x", b"65536", b"5000"]
+
+
+def _parsed_or_error(args: list[bytes]) -> AddJobArgs | str:
+    try:
+        return parse_addjob(args)
+    except CommandError as exc:
+        return exc.message
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    timeout=st.sampled_from([b"0", b"5000", b"100", b"-1", b"x"]),
+    options=st.lists(st.sampled_from(_TAIL_WORDS), max_size=14),
+)
+def test_parsed_addjob_tails_are_right_and_their_cache_bounded(
+    timeout: bytes, options: list[bytes]
+) -> None:
+    args = [b"ADDJOB", b"q", b"body", timeout, *options]
+    try:
+        fresh: AddJobArgs | str = AddJobArgs(b"q", b"body", *cmd_jobs._parse_options(args))
+    except CommandError as exc:
+        fresh = exc.message
+    # Twice: the second from the cache when the tail was kept. Tails met in earlier
+    # examples (other timeouts, other cases of the same options) are in it too.
+    assert _parsed_or_error(args) == fresh
+    assert _parsed_or_error(args) == fresh
+    tail = tuple(args[3:])
+    kept = tail in cmd_jobs._RECENT_TAILS
+    # A timeout alone is parsed without the cache (the no-option path).
+    cacheable = 1 < len(tail) <= cmd_jobs._TAIL_MAX_ARGS
+    assert kept == (not isinstance(fresh, str) and cacheable)
+    assert len(cmd_jobs._RECENT_TAILS) <= cmd_jobs._RECENT_TAILS_MAX
+    assert all(len(key) <= cmd_jobs._TAIL_MAX_ARGS for key in cmd_jobs._RECENT_TAILS)
+
+
+def test_the_tail_cache_is_cleared_when_full() -> None:
+    for retry in range(3 * cmd_jobs._RECENT_TAILS_MAX):
+        args = [b"ADDJOB", b"q", b"body", b"0", b"RETRY", b"%d" % retry]
+        assert parse_addjob(args).retry_s == retry
+        assert len(cmd_jobs._RECENT_TAILS) <= cmd_jobs._RECENT_TAILS_MAX
 
 
 def sends_to(actions: list, name: bytes) -> list:
