@@ -4,8 +4,10 @@ Phases (`--only` takes their names, comma-separated):
 - `throughput`: redis-benchmark (50 clients, 100-byte bodies) of ADDJOB REPLICATE 3
   synchronous at -P 1 and -P 16, ADDJOB ASYNC at -P 16, and one connection pipelining
   synchronous ADDJOBs (batches of 100); the same commands on a lone node with REPLICATE 1
-  for comparison; with DISQUE_SERVER set, the same on a 3-node C Disque cluster. Each
-  figure in jobs/s, then in CPU µs per job spent by all the nodes (utime + stime).
+  for comparison; with DISQUE_SERVER set, the same on a 3-node C Disque cluster; and
+  the same on the Python floor (bench/floor_node.py: three processes that only move the
+  bytes, what Python, uvloop and the sockets cost with no node logic). Each figure in
+  jobs/s, then in CPU µs per job spent by all the nodes (utime + stime).
 - `crash`: producers and consumers for `--crash-seconds` (60 by default) on 3 nodes with
   REPLICATE 3 and RETRY 1 while a random node is SIGKILLed and restarted every 10 s (no
   AOF): then every node is back, the rest is drained, and the bench counts jobs whose
@@ -22,6 +24,7 @@ import argparse
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +40,9 @@ import redis
 from bench.node_common import free_port_pair, redis_benchmark
 
 BODY = "x" * 100
+# Three bench/floor_node.py processes: what Python, uvloop and the sockets cost per job
+# with no node logic at all (see that module).
+FLOOR = "Python floor, 3 nodes (no logic)"
 NODE_TIMEOUT_MS = 2000
 
 
@@ -59,6 +65,22 @@ class Node:
             except redis.RedisError:
                 time.sleep(0.05)
         raise RuntimeError(f"node on {self.port} did not start")
+
+    def start_listening(self) -> None:
+        """Start a process that speaks no RESP: ready once its port takes connections."""
+        self.data.mkdir(parents=True, exist_ok=True)
+        log = open(self.data / "node.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(
+            self.command, stdout=log, stderr=subprocess.STDOUT, cwd=self.data
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"process on {self.port} did not listen")
 
     def client(self, timeout: float = 5.0) -> redis.Redis:
         return redis.Redis(port=self.port, protocol=2, socket_timeout=timeout)
@@ -104,6 +126,29 @@ def cluster(kind: Callable[[int, Path], list[str]], count: int) -> Iterator[list
     finally:
         for node in nodes:
             node.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def floor_cluster() -> Iterator[list[Node]]:
+    """The Python floor (bench/floor_node.py): an origin first, then its two replicas."""
+    base = Path(tempfile.mkdtemp(prefix="conveyor-floor-bench-"))
+    ports = [free_port_pair() for _ in range(3)]
+    script = [sys.executable, str(Path(__file__).with_name("floor_node.py"))]
+    commands = [[*script, "origin", *map(str, ports)]]
+    commands += [[*script, "replica", str(port)] for port in ports[1:]]
+    nodes = [
+        Node(command, base / f"n{index}", port)
+        for index, (command, port) in enumerate(zip(commands, ports, strict=True))
+    ]
+    try:
+        for replica in nodes[1:]:
+            replica.start_listening()
+        nodes[0].start()
+        yield nodes
+    finally:
+        for each in nodes:
+            each.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -175,12 +220,16 @@ def phase_throughput(quick: bool) -> None:
     for name, kind, count in kinds:
         with cluster(kind, count) as nodes:
             rows[name], cpu[name] = throughput_row(nodes, count, quick)
+    with floor_cluster() as nodes:
+        rows[FLOOR], cpu[FLOOR] = throughput_row(nodes, 3, quick)
     columns = list(next(iter(rows.values())))
     print(f"\n{'jobs/s':34}" + "".join(f"{c:>18}" for c in columns))
     for name, row in rows.items():
         print(f"{name:34}" + "".join(f"{row[c]:>18,.0f}" for c in columns))
     theirs = "C Disque, 3 nodes, REPLICATE 3"
     ours = rows["Conveyor, 3 nodes, REPLICATE 3"]
+    print(f"{'Conveyor / Python floor':34}" + "".join(
+        f"{ours[c] / rows[FLOOR][c]:>17.2f}x" for c in columns))  # fmt: skip
     if theirs in rows:
         ratios = "".join(f"{ours[c] / rows[theirs][c]:>17.2f}x" for c in columns)
         print(f"{'Conveyor / C Disque':34}" + ratios)
