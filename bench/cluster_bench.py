@@ -52,22 +52,18 @@ class Node:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.data.mkdir(parents=True, exist_ok=True)
-        log = open(self.data / "node.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.process = subprocess.Popen(
-            self.command, stdout=log, stderr=subprocess.STDOUT, cwd=self.data
-        )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if self.client().ping():
-                    return
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise RuntimeError(f"node on {self.port} did not start")
+        """Start the node: ready once it answers PING."""
+        self._spawn(lambda: bool(self.client().ping()))
 
     def start_listening(self) -> None:
         """Start a process that speaks no RESP: ready once its port takes connections."""
+        self._spawn(self._listening)
+
+    def _listening(self) -> bool:
+        socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        return True
+
+    def _spawn(self, ready: Callable[[], bool]) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
         log = open(self.data / "node.log", "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(
@@ -76,11 +72,11 @@ class Node:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
+                if ready():
+                    return
+            except (redis.RedisError, OSError):
                 time.sleep(0.05)
-        raise RuntimeError(f"process on {self.port} did not listen")
+        raise RuntimeError(f"process on {self.port} did not start: {self.command}")
 
     def client(self, timeout: float = 5.0) -> redis.Redis:
         return redis.Redis(port=self.port, protocol=2, socket_timeout=timeout)
