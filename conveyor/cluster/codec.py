@@ -139,6 +139,11 @@ def _decode_gossip(frame: bytes | bytearray | memoryview) -> tuple[GossipEntry, 
 
 def _decode_job_area(frame: bytes | bytearray | memoryview, numjobs: int) -> tuple[JobRecord, ...]:
     try:
+        if type(frame) is bytes:  # every frame off the wire: decoded in place
+            try:
+                return tuple(decode_jobs(frame, numjobs, VAR_PAYLOAD_AT))
+            except CodecError:
+                pass  # decoded again below, for offsets counted from the area
         return tuple(decode_jobs(memoryview(frame)[VAR_PAYLOAD_AT:], numjobs))
     except CodecError as exc:
         # The job codec's offsets count from the start of the job area.

@@ -107,6 +107,9 @@ class Replication:
         self._others_epoch = -1
         self._noreply: Header | None = None
         self._noreply_of: Header | None = None
+        # The holders of the last job added here: this node and the targets of `_pick`.
+        self._holders_for: tuple[bytes, ...] | None = None
+        self._holders: tuple[bytes, ...] = (b"",)
         # known_names' last answer: (membership epoch, names asked, names known)
         self._last_known: tuple[int, tuple[bytes, ...], tuple[bytes, ...]] = (-1, (), ())
 
@@ -126,7 +129,14 @@ class Replication:
             return job, True
         me = self.membership.name
         targets = self._pick(args.repl if external else args.repl - 1)
-        job.nodes_delivered = targets if external else (me, *targets)
+        if external:
+            job.nodes_delivered = targets
+        else:
+            if targets is not self._holders_for or self._holders[0] is not me:
+                # Shared by the jobs of a view (REPLICATE n of n nodes: _pick's tuple):
+                # one tuple for them all, and the codec checks it once.
+                self._holders_for, self._holders = targets, (me, *targets)
+            job.nodes_delivered = self._holders
         # The targets are reachable nodes, past their handshake: sent to without
         # membership.send_to's checks, gathered with the copies of the jobs before.
         record = job_record(job, me, now_ms, for_bus=True)

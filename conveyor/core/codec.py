@@ -18,8 +18,6 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .jobid import is_valid_id
-
 __all__ = [
     "DISQUE_BCAST_QUEUED",
     "DISQUE_BCAST_WILLQUEUE",
@@ -56,6 +54,8 @@ _MIN_RECORD = 4 + _MIN_JOBLEN
 _U32_MAX = 0xFFFFFFFF
 # The node list of the last job decoded, as its bytes and as the tuple (decode_job).
 _last_nodes: tuple[bytes, tuple[bytes, ...]] = (b"", ())
+# The last node tuple encode_job found well formed (tuples of bytes are immutable).
+_last_checked_nodes: tuple[bytes, ...] = ()
 
 # (field, struct offset counted from the length prefix, maximum), for encode diagnostics.
 _INT_FIELDS = (
@@ -96,16 +96,28 @@ def encode_job(record: JobRecord) -> bytes:
     job_id, state, gc_retry = record.id, record.state, record.gc_retry
     queue, body, nodes = record.queue, record.body, record.nodes
     # struct's "40s" would silently pad or cut, and Disque's readers trust the shape.
-    if not is_valid_id(job_id):
+    # is_valid_id's check, inline (a Python call costs more than the check).
+    if (
+        len(job_id) != NODE_NAME_LEN
+        or job_id[0] != 68
+        or job_id[1] != 45
+        or job_id[10] != 45
+        or job_id[35] != 45
+    ):
         raise CodecError(f"id at job offset 4: {job_id!r} is not a 40-byte Disque job ID")
     # Both share byte 40, so a wide state would silently bleed into gc_retry.
     if not (0 <= state <= 15 and 0 <= gc_retry <= 15):
         raise CodecError(
             f"state {state} / gc_retry {gc_retry} at job offset 44: each must fit 4 bits"
         )
-    for i, node in enumerate(nodes):
-        if len(node) != NODE_NAME_LEN:
-            raise CodecError(f"node name {i} is {len(node)} bytes, not {NODE_NAME_LEN}")
+    global _last_checked_nodes
+    if nodes is not _last_checked_nodes:
+        # The copies of a run share one node tuple (Replication): checked once for all.
+        for i, node in enumerate(nodes):
+            if len(node) != NODE_NAME_LEN:
+                raise CodecError(f"node name {i} is {len(node)} bytes, not {NODE_NAME_LEN}")
+        if type(nodes) is tuple and all(type(node) is bytes for node in nodes):
+            _last_checked_nodes = nodes  # immutable all the way down: safe to trust again
     qlen, blen = len(queue), len(body)
     joblen = _MIN_JOBLEN + qlen + blen + NODE_NAME_LEN * len(nodes)
     if joblen > _U32_MAX:
@@ -146,7 +158,8 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
 
     Error messages give absolute offsets into `data`.
     """
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    exact = isinstance(data, bytes)  # slices are bytes already: no copy to make
+    view = data if exact else memoryview(data).cast("B")
     size = len(view)
     if not 0 <= offset <= size:
         raise CodecError(f"offset {offset} is outside the {size}-byte input")
@@ -170,7 +183,9 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
             f"length prefix {joblen} at offset {offset} runs past the end of input "
             f"({size - offset - 4} bytes follow it)"
         )
-    if not is_valid_id(job_id):
+    # is_valid_id's check, inline (a Python call per job costs as much as the rest of
+    # this line): "40s" always gives 40 bytes, so only the fixed characters are left.
+    if job_id[0] != 68 or job_id[1] != 45 or job_id[10] != 45 or job_id[35] != 45:
         raise CodecError(f"id at offset {offset + 4}: {job_id!r} is not a Disque job ID")
     pos = offset + 4 + _STRUCT_LEN + 4
     # The 8 reserved bytes are the body length and node count still to come.
@@ -178,13 +193,13 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
         raise CodecError(
             f"queue name length {qlen} at offset {pos - 4} runs past the job's end at {end}"
         )
-    queue = bytes(view[pos : pos + qlen])
+    queue = view[pos : pos + qlen] if exact else bytes(view[pos : pos + qlen])
     pos += qlen
     (blen,) = _unpack_u32(view, pos)
     pos += 4
     if blen > end - pos - 4:
         raise CodecError(f"body length {blen} at offset {pos - 4} runs past the job's end at {end}")
-    body = bytes(view[pos : pos + blen])
+    body = view[pos : pos + blen] if exact else bytes(view[pos : pos + blen])
     pos += blen
     (count,) = _unpack_u32(view, pos)
     pos += 4
@@ -194,7 +209,7 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
             f"node count {count} at offset {pos - 4} needs {count * NODE_NAME_LEN} bytes, "
             f"but the length prefix leaves {end - pos}"
         )
-    names = bytes(view[pos:end])
+    names = view[pos:end] if exact else bytes(view[pos:end])
     nodes: tuple[bytes, ...]
     global _last_nodes
     # The jobs of one REPLJOB, and most of an AOF, name the same nodes: the last list is
@@ -212,21 +227,34 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
         _last_nodes = (names, nodes)
     # tuple.__new__ rather than JobRecord(...): the same value without the named tuple's
     # Python-level __new__, on the path of every job received or loaded.
+    # Fields one by one: `*head[3:11]` compiles to a slice, a list and its tuple.
     record: JobRecord = _tuple_new(
-        JobRecord, (job_id, byte40 & 0x0F, byte40 >> 4, *head[3:11], queue, body, nodes)
-    )
+        JobRecord,
+        (
+            job_id, byte40 & 0x0F, byte40 >> 4, head[3], head[4], head[5], head[6], head[7],
+            head[8], head[9], head[10], queue, body, nodes,
+        ),
+    )  # fmt: skip
     return record, end
 
 
-def decode_jobs(data: bytes | bytearray | memoryview, count: int) -> list[JobRecord]:
-    """Decode `count` jobs laid back to back (a REPLJOB/YOURJOBS job area) using all of data."""
+def decode_jobs(
+    data: bytes | bytearray | memoryview, count: int, start: int = 0
+) -> list[JobRecord]:
+    """Decode `count` jobs laid back to back (a REPLJOB/YOURJOBS job area) using all of
+    data from `start`. A bus frame's area is decoded in place from its offset: slicing
+    it first would make every field a memoryview slice before its bytes.
+
+    Error offsets are absolute into `data`.
+    """
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    size = len(view)
+    size = len(view) - start
     # count comes off the wire: refuse an impossible one before looping on it.
-    if count < 0 or count * _MIN_RECORD > size:
+    if count < 0 or start < 0 or count * _MIN_RECORD > size:
         raise CodecError(f"{count} jobs cannot fit in {size} bytes")
     records = []
-    offset = 0
+    offset = start
+    size = len(view)
     for _ in range(count):
         record, offset = decode_job(view, offset)
         records.append(record)

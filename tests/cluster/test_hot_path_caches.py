@@ -7,12 +7,15 @@ uncached computation gives, follow changes of the cluster view, and stay bounded
 - decode_job: the last node list decoded, shared by the next record naming the same nodes.
 - parse_int: the last integers parsed, at most _RECENT_INTS_MAX of them.
 - parse_addjob: the last valid option tails parsed, at most _RECENT_TAILS_MAX of them.
+- Replication's holders: one tuple for the jobs added in one view.
+- encode_job: the last node tuple it found well formed, checked once for a run.
 """
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +27,7 @@ from conveyor.cluster.messages import ReplJob as ReplJobMessage
 from conveyor.cluster.nodes import ClusterNode
 from conveyor.cluster.state import ClusterState
 from conveyor.core.args import AddJobArgs
-from conveyor.core.codec import JobRecord, decode_jobs, encode_job
+from conveyor.core.codec import CodecError, JobRecord, decode_jobs, encode_job
 from conveyor.core.errors import CommandError
 from conveyor.core.job import WAIT_REPL
 from conveyor.core.node import NodeCore
@@ -90,6 +93,38 @@ def test_copies_of_one_run_share_their_node_list() -> None:
     assert len(copies) == 3
     assert all(copy.nodes_delivered == (NAMES[0], NAMES[1], NAMES[2]) for copy in copies)
     assert len({id(copy.nodes_delivered) for copy in copies}) == 1
+
+
+def test_jobs_of_one_view_share_their_holders_until_it_changes() -> None:
+    state = node(0, others=3)
+    jobs = state.core.jobs
+    first, second = (jobs[add(state, b"REPLICATE", b"4")] for _ in range(2))
+    assert first.nodes_delivered == (NAMES[0], NAMES[1], NAMES[2], NAMES[3])
+    assert first.nodes_delivered is second.nodes_delivered
+    # A node fails: the next job's holders leave it out (the view's epoch moved).
+    state.membership.nodes[NAMES[3]].flags |= NODE_PFAIL
+    state.membership._changed(config=False)
+    third = jobs[add(state, b"REPLICATE", b"3")]
+    assert third.nodes_delivered == (NAMES[0], NAMES[1], NAMES[2])
+    assert first.nodes_delivered == (NAMES[0], NAMES[1], NAMES[2], NAMES[3])  # untouched
+    # Fewer targets than reachable nodes: drawn at random, each job its own tuple.
+    drawn = [jobs[add(state, b"REPLICATE", b"2")].nodes_delivered for _ in range(20)]
+    assert all(len(holders) == 2 and holders[0] == NAMES[0] for holders in drawn)
+    assert len({holders[1] for holders in drawn}) == 2
+
+
+def test_encoded_node_lists_are_checked_even_when_one_passed_before() -> None:
+    good = (NAMES[0], NAMES[1])
+    encode_job(record(1, good))
+    with pytest.raises(CodecError, match="node name 1 is 3 bytes"):
+        encode_job(record(2, (NAMES[0], b"bad")))
+    # A list is never trusted again: changed after a first encoding, it is refused.
+    names = [NAMES[0], NAMES[1]]
+    encode_job(record(3, names))  # type: ignore[arg-type]
+    names[1] = b"short"
+    with pytest.raises(CodecError, match="node name 1 is 5 bytes"):
+        encode_job(record(4, names))  # type: ignore[arg-type]
+    assert encode_job(record(5, good)) == encode_job(record(5, tuple(good)))
 
 
 def test_decoded_records_share_equal_node_lists_only() -> None:

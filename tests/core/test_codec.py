@@ -290,6 +290,13 @@ def test_decode_at_offset_and_from_views() -> None:
     assert decode_job(bytearray(data), 4)[0] == record
     assert decode_jobs(memoryview(raw + raw), 2) == [record, record]
     assert decode_jobs(b"", 0) == []
+    # From a start offset, in place (a bus frame's job area): the same records.
+    assert decode_jobs(b"junk" + raw + raw, 2, 4) == [record, record]
+    assert decode_jobs(b"junk", 0, 4) == []
+    with pytest.raises(CodecError, match="1 trailing bytes at offset 146"):
+        decode_jobs(b"junk" + raw + b"\x00", 1, 4)  # offsets count from data's start
+    with pytest.raises(CodecError, match="2 jobs cannot fit in 142 bytes"):
+        decode_jobs(b"junk" + raw, 2, 4)
 
 
 @pytest.mark.parametrize(
