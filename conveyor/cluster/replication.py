@@ -54,6 +54,8 @@ from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
 
+_tuple_new = tuple.__new__
+
 EXTRA_TARGET_MS = 50  # while short of copies, one more target this often
 MAX_TAKEN_ONCE = 10_000  # at-most-once job IDs remembered as taken (the latest)
 NOREPL_TIMEOUT = "NOREPL Timeout reached before replicating to the requested number of nodes"
@@ -232,7 +234,8 @@ class Replication:
         self._send_copies(job, unconfirmed, now_ms, noreply=False)
 
     def _answer(self, pending: PendingAdd, value: bytes | CommandError) -> None:
-        self.core.replies.append(Reply(pending.token, value))
+        # tuple.__new__: the named tuple's own __new__ is a Python call per answer.
+        self.core.replies.append(_tuple_new(Reply, (pending.token, value)))
 
     # -- bus messages ---------------------------------------------------------------------
     def receive_repljob(self, message: ReplJob, now_ms: int) -> None:
@@ -313,7 +316,7 @@ class Replication:
         pending = self.pending.pop(job.id, None)
         if pending is not None:
             self._answer(pending, b"+%s\r\n" % job.id)
-        if self.membership.name in (job.nodes_delivered or ()):
+        if self.membership.myself.name in (job.nodes_delivered or ()):
             self.core.replicated(job, now_ms)
         else:
             self._hand_over(job, () if acked else job.nodes_confirmed or (), now_ms)
