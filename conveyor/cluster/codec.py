@@ -139,11 +139,11 @@ def _decode_gossip(frame: bytes | bytearray | memoryview) -> tuple[GossipEntry, 
 
 def _decode_job_area(frame: bytes | bytearray | memoryview, numjobs: int) -> tuple[JobRecord, ...]:
     try:
-        if type(frame) is bytes:  # every frame off the wire: decoded in place
-            try:
-                return tuple(decode_jobs(frame, numjobs, VAR_PAYLOAD_AT))
-            except CodecError:
-                pass  # decoded again below, for offsets counted from the area
+        # In place: a slice of the area would make every field a slice before its bytes.
+        return tuple(decode_jobs(frame, numjobs, VAR_PAYLOAD_AT))
+    except CodecError:
+        pass  # decoded again from the area alone, so that the offsets count from it
+    try:
         return tuple(decode_jobs(memoryview(frame)[VAR_PAYLOAD_AT:], numjobs))
     except CodecError as exc:
         # The job codec's offsets count from the start of the job area.

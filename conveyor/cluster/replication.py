@@ -109,9 +109,9 @@ class Replication:
         self._others_epoch = -1
         self._noreply: Header | None = None
         self._noreply_of: Header | None = None
-        # The holders of the last job added here: this node and the targets of `_pick`.
-        self._holders_for: tuple[bytes, ...] | None = None
-        self._holders: tuple[bytes, ...] = (b"",)
+        # This node and `_others`, made with them: the holders of every job that goes to
+        # all the reachable others (REPLICATE n of n nodes), one tuple for them all.
+        self._holders: tuple[bytes, ...] = ()
         # known_names' last answer: (membership epoch, names asked, names known)
         self._last_known: tuple[int, tuple[bytes, ...], tuple[bytes, ...]] = (-1, (), ())
 
@@ -133,12 +133,10 @@ class Replication:
         targets = self._pick(args.repl if external else args.repl - 1)
         if external:
             job.nodes_delivered = targets
-        else:
-            if targets is not self._holders_for or self._holders[0] is not me:
-                # Shared by the jobs of a view (REPLICATE n of n nodes: _pick's tuple):
-                # one tuple for them all, and the codec checks it once.
-                self._holders_for, self._holders = targets, (me, *targets)
+        elif targets is self._others:  # shared: the codec checks it once for all
             job.nodes_delivered = self._holders
+        else:
+            job.nodes_delivered = (me, *targets)
         # The targets are reachable nodes, past their handshake: sent to without
         # membership.send_to's checks, gathered with the copies of the jobs before.
         record = job_record(job, me, now_ms, for_bus=True)
@@ -176,6 +174,7 @@ class Replication:
             me = self.membership.name
             reachable = self.membership.reachable()
             self._others = tuple(node.name for node in reachable if node.name != me)
+            self._holders = (me, *self._others)
             self._others_epoch = epoch
         names = self._others
         if exclude:

@@ -248,13 +248,12 @@ def decode_jobs(
     Error offsets are absolute into `data`.
     """
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    size = len(view) - start
+    size = len(view)
     # count comes off the wire: refuse an impossible one before looping on it.
-    if count < 0 or start < 0 or count * _MIN_RECORD > size:
-        raise CodecError(f"{count} jobs cannot fit in {size} bytes")
+    if count < 0 or start < 0 or count * _MIN_RECORD > size - start:
+        raise CodecError(f"{count} jobs cannot fit in {size - start} bytes")
     records = []
     offset = start
-    size = len(view)
     for _ in range(count):
         record, offset = decode_job(view, offset)
         records.append(record)
