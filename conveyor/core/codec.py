@@ -16,6 +16,7 @@ from either source re-encodes to the same bytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = [
@@ -54,8 +55,8 @@ _MIN_RECORD = 4 + _MIN_JOBLEN
 _U32_MAX = 0xFFFFFFFF
 # The node list of the last job decoded, as its bytes and as the tuple (decode_job).
 _last_nodes: tuple[bytes, tuple[bytes, ...]] = (b"", ())
-# The last node tuple encode_job found well formed (tuples of bytes are immutable).
-_last_checked_nodes: tuple[bytes, ...] = ()
+# The last node tuple encode_job serialized, and its bytes (count and names).
+_last_nodes_area: tuple[tuple[bytes, ...], bytes] = ((), b"\x00\x00\x00\x00")
 
 # (field, struct offset counted from the length prefix, maximum), for encode diagnostics.
 _INT_FIELDS = (
@@ -93,8 +94,9 @@ class JobRecord(NamedTuple):
 
 def encode_job(record: JobRecord) -> bytes:
     """The serialized job, length prefix included."""
-    job_id, state, gc_retry = record.id, record.state, record.gc_retry
-    queue, body, nodes = record.queue, record.body, record.nodes
+    # One unpack: a named field read is an attribute lookup each, even compiled.
+    (job_id, state, gc_retry, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
+     queue, body, nodes) = record  # fmt: skip
     # struct's "40s" would silently pad or cut, and Disque's readers trust the shape.
     # is_valid_id's check, inline (a Python call costs more than the check).
     if (
@@ -110,16 +112,15 @@ def encode_job(record: JobRecord) -> bytes:
         raise CodecError(
             f"state {state} / gc_retry {gc_retry} at job offset 44: each must fit 4 bits"
         )
-    global _last_checked_nodes
-    if nodes is not _last_checked_nodes:
-        # The copies of a run share one node tuple (Replication): checked once for all.
-        for i, node in enumerate(nodes):
-            if len(node) != NODE_NAME_LEN:
-                raise CodecError(f"node name {i} is {len(node)} bytes, not {NODE_NAME_LEN}")
+    global _last_nodes_area
+    if nodes is _last_nodes_area[0]:
+        nodes_area = _last_nodes_area[1]  # the copies of a run share one node tuple
+    else:
+        nodes_area = _nodes_area(nodes)
         if type(nodes) is tuple and all(type(node) is bytes for node in nodes):
-            _last_checked_nodes = nodes  # immutable all the way down: safe to trust again
+            _last_nodes_area = (nodes, nodes_area)  # immutable all the way down
     qlen, blen = len(queue), len(body)
-    joblen = _MIN_JOBLEN + qlen + blen + NODE_NAME_LEN * len(nodes)
+    joblen = _MIN_JOBLEN - 4 + qlen + blen + len(nodes_area)
     if joblen > _U32_MAX:
         raise CodecError(f"length prefix at job offset 0: {joblen} does not fit u32")
     try:
@@ -127,20 +128,29 @@ def encode_job(record: JobRecord) -> bytes:
             joblen,
             job_id,
             state | gc_retry << 4,
-            record.flags,
-            record.repl,
-            record.etime,
-            record.ctime,
-            record.delay,
-            record.retry,
-            record.nacks,
-            record.additional_deliveries,
+            flags,
+            repl,
+            etime,
+            ctime,
+            delay,
+            retry,
+            nacks,
+            deliveries,
             qlen,
         )
     except struct.error as exc:
         # Diagnose only on failure, to keep the common path a single pack call.
         raise _int_field_error(record) from exc
-    return b"".join((head, queue, _pack_u32(blen), body, _pack_u32(len(nodes)), *nodes))
+    return b"".join((head, queue, _pack_u32(blen), body, nodes_area))
+
+
+def _nodes_area(nodes: Sequence[bytes]) -> bytes:
+    """The node count and names, as they end a serialized job (any sequence: a tuple
+    annotation would make the compiled module refuse a list)."""
+    for i, node in enumerate(nodes):
+        if len(node) != NODE_NAME_LEN:
+            raise CodecError(f"node name {i} is {len(node)} bytes, not {NODE_NAME_LEN}")
+    return _pack_u32(len(nodes)) + b"".join(nodes)
 
 
 def _int_field_error(record: JobRecord) -> CodecError:

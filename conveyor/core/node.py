@@ -14,7 +14,7 @@ from typing import Any
 
 from conveyor.core import errors
 from conveyor.core.args import AddJobArgs, EngineConfig, GetJobArgs
-from conveyor.core.engine import Engine
+from conveyor.core.engine import QUEUE_OVERHEAD_BYTES, Engine
 from conveyor.core.errors import CommandError
 from conveyor.core.job import Job
 from conveyor.core.waiters import Waiter
@@ -44,6 +44,7 @@ class NodeCore(Engine):
         self.client_bytes = 0  # clients' query and output buffers (the driver counts them)
         self.peak_memory = 0
         self.oom_guard = 1 << 62
+        self.warning_guard = 1 << 62  # replicates_externally's: see _update_oom_guard
 
     # -- cluster view -----------------------------------------------------------------------
     def set_leaving(self, leaving: bool) -> None:
@@ -64,7 +65,15 @@ class NodeCore(Engine):
     def replicates_externally(self) -> bool:
         """Whether new jobs go to other nodes only, this node keeping no copy: when it
         is leaving, or (with other nodes around) above 75 % of maxmemory (Disque)."""
-        return self.leaving or (self.cluster_size > 1 and self.memory_warning() > 0)
+        if self.leaving:
+            return True
+        if self.cluster_size == 1:
+            return False
+        # Every ADDJOB asks: below the warning's threshold one sum decides, exactly as
+        # memory_warning would (used_memory less what is fixed between limit changes).
+        if self.jobs_bytes + len(self.queues) * QUEUE_OVERHEAD_BYTES <= self.warning_guard:
+            return False
+        return self.memory_warning() > 0
 
     # -- commands ---------------------------------------------------------------------------
     def add_job(
@@ -134,6 +143,11 @@ class NodeCore(Engine):
             )
         else:
             self.oom_guard = 1 << 62
+        self.warning_guard = (
+            self.maxmemory // 100 * 75 - self.baseline_bytes - self.client_bytes
+            if self.maxmemory
+            else 1 << 62
+        )
 
     def memory_warning(self) -> int:
         """Disque's memory warning level: 0, 1 above 75 % of maxmemory, 2 above 95 %."""

@@ -49,7 +49,7 @@ def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -
             job.id,
             job.state,
             0,  # gc_retry
-            disque_flags(job, for_bus),
+            disque_flags(job, for_bus) if job.flags else 0,  # a new job's: no call
             # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and
             # RETRY up to 2**63-1 seconds, as Disque does, which then truncates) saturate.
             min(job.repl, _U16_MAX),

@@ -374,7 +374,8 @@ class ClusterDriver:
         slot.job_id = job.id
         conn.defer(slot)
         self.sync_unsent += 1
-        self._arm_replication_timer()
+        if self._repl_timer is None:  # armed once for all the jobs waiting
+            self._arm_replication_timer()
         return None
 
     def _arm_replication_timer(self) -> None:

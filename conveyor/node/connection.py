@@ -47,6 +47,9 @@ _keepalive_warned: set[int] = set()  # tcp-keepalive values already logged as re
 # One turn of a client's pipelined requests (see Connection._run).
 TURN_REQUESTS = 1000
 TURN_REPLY_BYTES = 1 << 20
+# A read's copies are counted for the mid-read send (ClusterNode.send_if_many) after
+# this many ADDJOBs that wait for them: a long pipeline's still go every MID_READ_ACTIONS.
+MID_READ_CHECK_JOBS = 8
 # How long a connection closing after a protocol error waits for its client to close.
 LINGER_S = 2.0
 # Per-request overhead of a multi-bulk request, counted for requests held in `pending`.
@@ -230,6 +233,7 @@ class Connection(asyncio.Protocol):
         budget = TURN_REQUESTS
         cluster = server.cluster
         sent_at = cluster.pending_actions()  # this read's copies are counted from here
+        owed = 0  # this read's ADDJOBs waiting for their copies, since the last check
         try:
             for request in requests:
                 deferred = self.deferred
@@ -255,7 +259,10 @@ class Connection(asyncio.Protocol):
                         self.write(b"".join(out))
                         out.clear()
                         out_bytes = 0
-                    sent_at = cluster.send_if_many(sent_at)
+                    owed += 1
+                    if owed == MID_READ_CHECK_JOBS:  # checked every few: two calls less a job
+                        owed = 0
+                        sent_at = cluster.send_if_many(sent_at)
                 if self.closed:
                     break
                 budget -= 1

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from conveyor.node.connection import Connection
 
 MAX_OUTSTANDING = 1024
+# How clients spell it: found without lowering a copy of the name.
+_ADDJOB_SPELLINGS = frozenset((b"ADDJOB", b"addjob"))
 
 
 class ReplySlot:
@@ -45,10 +47,9 @@ class DeferredReplies:
         """May this request run now, behind the replies still owed?"""
         # Ready replies count too: behind one slot still owed, a flood of ASYNC ADDJOBs
         # would otherwise pile up replies outside the output-buffer accounting.
-        return (
-            len(self.slots) < MAX_OUTSTANDING
-            and len(request[0]) == 6
-            and request[0].lower() == b"addjob"
+        name = request[0]
+        return len(self.slots) < MAX_OUTSTANDING and (
+            name in _ADDJOB_SPELLINGS or (len(name) == 6 and name.lower() == b"addjob")
         )
 
     def add_waiting(self, slot: ReplySlot) -> None:
@@ -63,8 +64,13 @@ class DeferredReplies:
         if slot.value is None:
             slot.value = value
             self.waiting -= 1
-        ready: list[bytes] = []
         slots = self.slots
+        if not slots or slots[0].value is None:
+            return b""
+        first: bytes = slots.popleft().value  # type: ignore[assignment]
+        if not slots or slots[0].value is None:
+            return first  # the usual case: copies are confirmed in request order
+        ready = [first]
         while slots and slots[0].value is not None:
             ready.append(slots.popleft().value)  # type: ignore[arg-type]
         return b"".join(ready)

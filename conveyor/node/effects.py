@@ -90,10 +90,21 @@ class CoreEffects:
     def _deliver_replies(self, replies: list[WokenGetJob | Reply]) -> None:
         # Replies of deferred ADDJOBs, per client: one write each for the whole batch.
         filled: dict[Connection, list[bytes]] = {}
+        conn: Connection
         for effect in replies:
-            if isinstance(effect, WokenGetJob):
+            if type(effect) is Reply:  # the usual case: exact types, tested first
+                token, value = effect
+                data = error(value.message) if isinstance(value, CommandError) else value
+                if type(token) is ReplySlot:  # an ADDJOB's copies are confirmed
+                    ready = token.conn.fill(token, data)
+                    if ready:
+                        filled.setdefault(token.conn, []).append(ready)
+                    continue
+                conn = token
+                conn.write(data)
+            else:
                 waiter = effect.waiter
-                conn: Connection = waiter.token
+                conn = waiter.token
                 if conn.waiter is not waiter:
                     continue
                 conn.waiter = None
@@ -102,17 +113,6 @@ class CoreEffects:
                     conn.write(NULL_RESP3_BYTES if conn.protocol == 3 else NULL_ARRAY_BYTES)
                 else:
                     conn.write(encode_getjob_reply(jobs, waiter.with_counters))
-            else:
-                token = effect.token
-                value = effect.value
-                data = error(value.message) if isinstance(value, CommandError) else value
-                if isinstance(token, ReplySlot):  # an ADDJOB's copies are confirmed
-                    ready = token.conn.fill(token, data)
-                    if ready:
-                        filled.setdefault(token.conn, []).append(ready)
-                    continue
-                conn = token
-                conn.write(data)
             if conn.pending:
                 conn.resume_after_block()
         for conn, parts in filled.items():

@@ -8,7 +8,9 @@ uncached computation gives, follow changes of the cluster view, and stay bounded
 - parse_int: the last integers parsed, at most _RECENT_INTS_MAX of them.
 - parse_addjob: the last valid option tails parsed, at most _RECENT_TAILS_MAX of them.
 - Replication's holders: one tuple for the jobs added in one view.
-- encode_job: the last node tuple it found well formed, checked once for a run.
+- encode_job: the last node tuple it found well formed, and its bytes, for a run.
+- NodeCore.replicates_externally: the memory warning's threshold, one sum below it.
+- DeferredReplies.fill: the head slot's reply alone when nothing behind it is ready.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.node import cmd_jobs, parsing
 from conveyor.node.cmd_jobs import parse_addjob
+from conveyor.node.deferred import DeferredReplies, ReplySlot
 
 NAMES = [b"%040x" % (0xC0FFEE + index) for index in range(4)]
 NOW = 1_000_000
@@ -125,6 +128,69 @@ def test_encoded_node_lists_are_checked_even_when_one_passed_before() -> None:
     with pytest.raises(CodecError, match="node name 1 is 5 bytes"):
         encode_job(record(4, names))  # type: ignore[arg-type]
     assert encode_job(record(5, good)) == encode_job(record(5, tuple(good)))
+
+
+def test_encoded_node_lists_are_the_jobs_own_after_a_run() -> None:
+    """The bytes of the last node tuple serve only that tuple: any other node list, equal
+    or not, a list changed in place or no nodes at all, is encoded from its names."""
+    run, other = (NAMES[0], NAMES[1]), (NAMES[2], NAMES[3], NAMES[0])
+    for nodes in [run, run, other, (), run, (NAMES[1],), tuple(run)]:
+        [decoded] = decode_jobs(encode_job(record(7, nodes)), 1)
+        assert decoded.nodes == nodes
+    names = [NAMES[0], NAMES[1]]
+    encode_job(record(8, names))  # type: ignore[arg-type]
+    names[1] = NAMES[2]
+    [decoded] = decode_jobs(encode_job(record(8, names)), 1)  # type: ignore[arg-type]
+    assert decoded.nodes == (NAMES[0], NAMES[2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    maxmemory=st.integers(0, 10_000_000),
+    baseline=st.integers(0, 5_000_000),
+    client_bytes=st.integers(0, 2_000_000),
+    jobs_bytes=st.integers(0, 10_000_000),
+    queue_count=st.integers(0, 50),
+    cluster_size=st.integers(1, 4),
+    leaving=st.booleans(),
+)
+def test_replicating_externally_follows_the_memory_warning_exactly(
+    maxmemory: int,
+    baseline: int,
+    client_bytes: int,
+    jobs_bytes: int,
+    queue_count: int,
+    cluster_size: int,
+    leaving: bool,
+) -> None:
+    """The guard decides below the warning's threshold without measuring; the answer is
+    always Disque's rule: leaving, or other nodes around and a memory warning."""
+    core = NodeCore("c0ffee00", b"s" * 20, random.Random(1))
+    core.set_memory_limit(maxmemory, "acks", baseline, NOW)
+    core.set_client_memory(client_bytes)
+    core.set_cluster_view(cluster_size, cluster_size - 1)
+    core.leaving = leaving
+    for n in range(queue_count):
+        core.queue_for(b"q%d" % n, NOW)
+    core.jobs_bytes = jobs_bytes
+    expected = leaving or (cluster_size > 1 and core.memory_warning() > 0)
+    assert core.replicates_externally() == expected
+
+
+def test_deferred_replies_leave_in_request_order_however_they_are_filled() -> None:
+    conn = object()
+    deferred = DeferredReplies()
+    slots = [ReplySlot(conn, b"job%d" % n) for n in range(5)]  # type: ignore[arg-type]
+    for slot in slots:
+        deferred.add_waiting(slot)
+    assert deferred.fill(slots[0], b"+0\r\n") == b"+0\r\n"  # the head alone
+    assert deferred.fill(slots[2], b"+2\r\n") == b""  # waits for the one before it
+    deferred.add_ready(conn, b"+ready\r\n")  # type: ignore[arg-type]
+    assert deferred.fill(slots[1], b"+1\r\n") == b"+1\r\n+2\r\n"
+    assert deferred.fill(slots[4], b"+4\r\n") == b""
+    assert deferred.fill(slots[3], b"+3\r\n") == b"+3\r\n+4\r\n+ready\r\n"
+    assert not deferred.slots and deferred.waiting == 0
+    assert deferred.fill(slots[3], b"+again\r\n") == b""  # filled twice: nothing more
 
 
 def test_decoded_records_share_equal_node_lists_only() -> None:
