@@ -258,25 +258,26 @@ class Replication:
     def _take_copy(self, record: JobRecord, now_ms: int) -> bool:
         """Keep this copy (or merge its holders into ours); whether to confirm it."""
         core = self.core
-        queue = core.queues.get(record.queue)
+        # One unpack: a named field is an attribute lookup each (every copy received).
+        job_id, _, _, _, _, _, _, _, retry, _, _, queue_name, _, nodes = record
+        queue = core.queues.get(queue_name)
         if queue is not None and queue.pause & PAUSE_IN:
             return False
-        known = core.jobs.get(record.id)
-        if known is None and not record.retry and not self.taken_once.first_time(record.id):
+        known = core.jobs.get(job_id)
+        if known is None and not retry and not self.taken_once.first_time(job_id):
             pass  # sent again after this node took it (and moved it on, or it was acked)
         elif known is None:
-            job = core.import_job(record, now_ms, etime_relative=True)
+            # A copy keeps the holders this node knows, however few.
+            job = core.import_job(
+                record, now_ms, etime_relative=True, holders=self.known_names(nodes)
+            )
             if job is None:
                 return False  # already expired
-            # import_job kept the holders this node knows when they are two or more (the
-            # usual case: no second pass over them); a copy keeps them however few.
-            if len(job.nodes_delivered or ()) < 2:
-                job.nodes_delivered = self.known_names(record.nodes)
             # Its first queueing here is a requeue: counted, and announced with QUEUED
             # (Disque sets BCAST_QUEUED on every copy received).
             job.flags |= QUEUED_ONCE
         elif known.nodes_delivered is not None:
-            merged = dict.fromkeys(known.nodes_delivered + self.known_names(record.nodes))
+            merged = dict.fromkeys(known.nodes_delivered + self.known_names(nodes))
             known.nodes_delivered = tuple(merged)
         return True
 

@@ -166,6 +166,7 @@ class JobsMixin(CoreState):
         *,
         etime_relative: bool = False,
         enqueue: bool = False,
+        holders: tuple[bytes, ...] | None = None,
     ) -> Job | None:
         """Take in a job that exists elsewhere, keeping its ID, ctime, TTL and counters.
 
@@ -173,7 +174,8 @@ class JobsMixin(CoreState):
         Disque node does after loading its AOF or receiving a replica), unless `enqueue`
         asks to queue a job the record shows queued at once (aof-enqueue-jobs-once).
         At-most-once jobs are never queued again. Returns None for an expired record;
-        a job already known is left as it is.
+        a job already known is left as it is. `holders`: the nodes that hold it, when the
+        caller knows them (a copy on the bus); else the record's nodes this node knows.
         """
         # One unpack rather than a named field read for each (every copy received).
         (job_id, state, _, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
@@ -203,7 +205,7 @@ class JobsMixin(CoreState):
             job.flags = (QUEUED_ONCE if flags & _DISQUE_BCAST_QUEUED else 0) | (
                 DELIVERED if flags & _DISQUE_DELIVERED else 0
             )
-        job.nodes_delivered = self._known_nodes(nodes)
+        job.nodes_delivered = self._known_nodes(nodes) if holders is None else holders
         # Nobody has confirmed holding this copy since it came back (Disque: empty).
         job.nodes_confirmed = ()
         self.jobs[job_id] = job
