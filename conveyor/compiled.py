@@ -1,7 +1,8 @@
 """The modules that run compiled, and the switch back to pure Python.
 
 `make compile` (run by `make run` and `make test`) builds the modules below with Cython
-from their unchanged .py source: each gets a .so beside its .py. They are the byte
+from their .py source: each gets a .so beside its .py (the job codec also has a .pxd,
+which gives its decoder C integers; pure Python never reads it). They are the byte
 shufflers, where Cython pays: the job codec (every REPLJOB, YOURJOBS, AOF record and AOF
 load goes through it), the bus frame codec and the AOF reader. Compiling the command path
 too was measured and made a node slower (docs/performance.md), so it stays interpreted.

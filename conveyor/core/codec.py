@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Disque's serialized job (job.c serializeJob / deserializeJob), byte for byte.
 
 The same bytes are the LOADJOB argument in the AOF and the job area of REPLJOB/YOURJOBS
@@ -168,66 +169,97 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
 
     Error messages give absolute offsets into `data`.
     """
-    exact = isinstance(data, bytes)  # slices are bytes already: no copy to make
-    view = data if exact else memoryview(data).cast("B")
+    if type(data) is bytes:
+        size = len(data)
+        if not 0 <= offset <= size:
+            raise CodecError(f"offset {offset} is outside the {size}-byte input")
+        return _decode_bytes(data, offset, 0)
+    view = memoryview(data).cast("B")
     size = len(view)
     if not 0 <= offset <= size:
         raise CodecError(f"offset {offset} is outside the {size}-byte input")
+    # Any other buffer: this record's bytes are copied once (as far as its length prefix
+    # says, and no less than the smallest record, within the input), and its fields are
+    # slices of that copy. The errors are those the whole input would give.
+    end = size
+    if size - offset >= 4:
+        (joblen,) = _unpack_u32(view, offset)
+        end = min(offset + 4 + max(joblen, _MIN_JOBLEN), size)
+    record, used = _decode_bytes(bytes(view[offset:end]), 0, offset)
+    return record, offset + used
+
+
+def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
+    """decode_job on bytes; `base` is what to add to an offset in `data` in errors.
+
+    Compiled, the offsets and lengths here are C integers (codec.pxd) and `data` is
+    indexed and sliced as bytes: most of decoding a job is this arithmetic."""
+    size = len(data)
     # Disque's own minimum: it refuses anything shorter before looking at the prefix.
     if size - offset < _MIN_RECORD:
         raise CodecError(
-            f"truncated job at offset {offset}: {size - offset} bytes, need at least {_MIN_RECORD}"
+            f"truncated job at offset {base + offset}: {size - offset} bytes, "
+            f"need at least {_MIN_RECORD}"
         )
-    head = _unpack_head(view, offset)
+    head = _unpack_head(data, offset)
     # head[3:11]: flags, repl, etime, ctime, delay, retry, nacks, deliveries, as in JobRecord.
     joblen, job_id, byte40, qlen = head[0], head[1], head[2], head[11]
     if joblen < _MIN_JOBLEN:
         raise CodecError(
-            f"length prefix {joblen} at offset {offset} is below the minimum {_MIN_JOBLEN}"
+            f"length prefix {joblen} at offset {base + offset} is below the minimum {_MIN_JOBLEN}"
         )
     # Every later bound is checked against the record's own end, not the buffer's, so a
     # lying length can neither read into the next job nor make us allocate past the input.
     end = offset + 4 + joblen
     if end > size:
         raise CodecError(
-            f"length prefix {joblen} at offset {offset} runs past the end of input "
+            f"length prefix {joblen} at offset {base + offset} runs past the end of input "
             f"({size - offset - 4} bytes follow it)"
         )
     # is_valid_id's check, inline (a Python call per job costs as much as the rest of
     # this line): "40s" always gives 40 bytes, so only the fixed characters are left.
-    if job_id[0] != 68 or job_id[1] != 45 or job_id[10] != 45 or job_id[35] != 45:
-        raise CodecError(f"id at offset {offset + 4}: {job_id!r} is not a Disque job ID")
+    if (
+        data[offset + 4] != 68
+        or data[offset + 5] != 45
+        or data[offset + 14] != 45
+        or data[offset + 39] != 45
+    ):
+        raise CodecError(f"id at offset {base + offset + 4}: {job_id!r} is not a Disque job ID")
     pos = offset + 4 + _STRUCT_LEN + 4
     # The 8 reserved bytes are the body length and node count still to come.
     if qlen > end - pos - 8:
         raise CodecError(
-            f"queue name length {qlen} at offset {pos - 4} runs past the job's end at {end}"
+            f"queue name length {qlen} at offset {base + pos - 4} runs past the job's end "
+            f"at {base + end}"
         )
-    queue = view[pos : pos + qlen] if exact else bytes(view[pos : pos + qlen])
+    queue = data[pos : pos + qlen]
     pos += qlen
-    (blen,) = _unpack_u32(view, pos)
+    (blen,) = _unpack_u32(data, pos)
     pos += 4
     if blen > end - pos - 4:
-        raise CodecError(f"body length {blen} at offset {pos - 4} runs past the job's end at {end}")
-    body = view[pos : pos + blen] if exact else bytes(view[pos : pos + blen])
+        raise CodecError(
+            f"body length {blen} at offset {base + pos - 4} runs past the job's end at {base + end}"
+        )
+    body = data[pos : pos + blen]
     pos += blen
-    (count,) = _unpack_u32(view, pos)
+    (count,) = _unpack_u32(data, pos)
     pos += 4
     # One equality covers a short node list, a ragged one and trailing garbage alike.
     if count * NODE_NAME_LEN != end - pos:
         raise CodecError(
-            f"node count {count} at offset {pos - 4} needs {count * NODE_NAME_LEN} bytes, "
-            f"but the length prefix leaves {end - pos}"
+            f"node count {count} at offset {base + pos - 4} needs {count * NODE_NAME_LEN} "
+            f"bytes, but the length prefix leaves {end - pos}"
         )
-    names = view[pos:end] if exact else bytes(view[pos:end])
     nodes: tuple[bytes, ...]
     global _last_nodes
     # The jobs of one REPLJOB, and most of an AOF, name the same nodes: the last list is
     # reused (tuples of bytes are immutable), which saves splitting it again and, on a
-    # node holding many copies, ~280 bytes per job.
-    if names == _last_nodes[0]:
+    # node holding many copies, ~280 bytes per job. Compared in place, not sliced first.
+    last_names = _last_nodes[0]
+    if len(last_names) == end - pos and data.startswith(last_names, pos):
         nodes = _last_nodes[1]
     else:
+        names = data[pos:end]
         if count == 1:
             nodes = (names,)
         else:
@@ -257,16 +289,21 @@ def decode_jobs(
 
     Error offsets are absolute into `data`.
     """
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    view = data if type(data) is bytes else memoryview(data).cast("B")
     size = len(view)
     # count comes off the wire: refuse an impossible one before looping on it.
     if count < 0 or start < 0 or count * _MIN_RECORD > size - start:
         raise CodecError(f"{count} jobs cannot fit in {size - start} bytes")
     records = []
     offset = start
-    for _ in range(count):
-        record, offset = decode_job(view, offset)
-        records.append(record)
+    if type(view) is bytes:  # a bus frame: straight to the compiled decoder
+        for _ in range(count):
+            record, offset = _decode_bytes(view, offset, 0)
+            records.append(record)
+    else:
+        for _ in range(count):
+            record, offset = decode_job(view, offset)
+            records.append(record)
     if offset != size:
         raise CodecError(f"{size - offset} trailing bytes at offset {offset} after {count} jobs")
     return records

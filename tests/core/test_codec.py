@@ -355,6 +355,36 @@ def test_every_single_byte_substitution_of_a_real_record() -> None:
     assert outcomes["rejected"] > 1_000
 
 
+def _outcome(data: bytes | bytearray | memoryview, offset: int) -> object:
+    try:
+        return decode_job(data, offset)
+    except CodecError as exc:
+        return str(exc)
+
+
+def test_any_buffer_decodes_as_bytes_do_with_the_same_offsets() -> None:
+    """bytes are decoded in place and any other buffer from a copy of the record: every
+    single byte substitution, and every truncation, at an offset into a larger input,
+    gives the same record, end and error message (its offsets absolute) either way."""
+    raw = _fixture_record()
+    prefix = b"junk"
+    cases = [raw[:cut] for cut in range(len(raw))]
+    cases += [
+        raw[:index] + bytes([value]) + raw[index + 1 :]
+        for index in range(len(raw))
+        for value in (0x00, 0x01, 0x2D, 0x44, 0x7F, 0x80, 0xFF)
+        if value != raw[index]
+    ]
+    errors = 0
+    for case in cases:
+        data = prefix + case + b"tail"
+        expected = _outcome(data, len(prefix))
+        errors += isinstance(expected, str)
+        assert _outcome(memoryview(data), len(prefix)) == expected, case
+        assert _outcome(bytearray(data), len(prefix)) == expected, case
+    assert errors > 200  # the error paths were taken (261), with their offsets
+
+
 _VALID = JobRecord(
     id=b"D-8bd36d49-BAbMTO/1taPFRfHQEJTfn/qs-05a1",
     state=2,
