@@ -146,8 +146,7 @@ def encode_job(record: JobRecord) -> bytes:
 
 
 def _nodes_area(nodes: Sequence[bytes]) -> bytes:
-    """The node count and names, as they end a serialized job (any sequence: a tuple
-    annotation would make the compiled module refuse a list)."""
+    """The node count and names, as they end a serialized job."""
     for i, node in enumerate(nodes):
         if len(node) != NODE_NAME_LEN:
             raise CodecError(f"node name {i} is {len(node)} bytes, not {NODE_NAME_LEN}")
