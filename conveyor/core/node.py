@@ -67,7 +67,7 @@ class NodeCore(Engine):
         is leaving, or (with other nodes around) above 75 % of maxmemory (Disque)."""
         if self.leaving:
             return True
-        if self.cluster_size == 1:
+        if self.cluster_size <= 1:
             return False
         # Every ADDJOB asks: below the warning's threshold one sum decides, exactly as
         # memory_warning would (used_memory less what is fixed between limit changes).
