@@ -1,9 +1,9 @@
 """The asyncio server for one node.
 
-Owns: client connections (`connection`), the command table (`commands`) and handlers
-(`cmd_*`, written against the `context` Protocols), argument parsing into typed values
-(`parsing`), reply encoding (`replies`), carrying out the core's effects and the one
-event-loop timer for its deadlines (`server`), config, INFO, the node ID file and the
-job-event log.
+Owns: client connections (`connection`, their TCP keepalive in `keepalive`), the command
+table (`commands`) and handlers (`cmd_*`, written against the `context` Protocols),
+argument parsing into typed values (`parsing`), reply encoding (`replies`), carrying out
+the core's effects and the one event-loop timer for its deadlines (`server`), config,
+INFO, the node ID file and the job-event log.
 Must not touch: job state directly; every change goes through conveyor.core's facade.
 """

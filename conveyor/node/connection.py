@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
 from conveyor.node.deferred import DeferredReplies, ReplySlot
+from conveyor.node.keepalive import set_keepalive
 from conveyor.protocol.requests import ProtocolError, RequestParser
 from conveyor.protocol.resp import error
 
@@ -38,11 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conveyor.node")
 
-# Linux refuses TCP_KEEPIDLE / TCP_KEEPINTVL above this (MAX_TCP_KEEPIDLE, net/tcp.h).
-MAX_TCP_KEEPIDLE = 32767
-# Probes before the connection is dropped, as Redis' anetKeepAlive.
-TCP_KEEPCNT = 3
-_keepalive_warned: set[int] = set()  # tcp-keepalive values already logged as refused
 # Replies of one read are written together, or as soon as they pass this size.
 # One turn of a client's pipelined requests (see Connection._run).
 TURN_REQUESTS = 1000
@@ -82,27 +78,6 @@ _NOTHING_HELD: deque[list[bytes]] = deque()
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def set_keepalive(sock: socket.socket, seconds: int) -> None:
-    """TCP keepalive as Redis' anetKeepAlive: first probe after `seconds` idle (capped at
-    what Linux accepts), then every seconds/3, dropped after 3 unanswered probes.
-
-    Never raises: a socket option the kernel refuses costs the keepalive, not the
-    connection (logged once per value)."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        idle = min(seconds, MAX_TCP_KEEPIDLE)
-        if hasattr(socket, "TCP_KEEPIDLE"):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
-        if hasattr(socket, "TCP_KEEPINTVL"):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(idle // 3, 1))
-        if hasattr(socket, "TCP_KEEPCNT"):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, TCP_KEEPCNT)
-    except (OSError, OverflowError, TypeError, ValueError) as exc:
-        if seconds not in _keepalive_warned:
-            _keepalive_warned.add(seconds)
-            log.warning("Unable to set TCP keepalive (tcp-keepalive %d): %s", seconds, exc)
 
 
 class Connection(asyncio.Protocol):

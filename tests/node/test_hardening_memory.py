@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from conveyor.node import connection as connection_module
+from conveyor.node import keepalive as keepalive_module
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection
 from conveyor.node.server import Server
@@ -139,7 +139,7 @@ def test_a_socket_refusing_keepalive_keeps_the_connection(
     server = _server(tmp_path)
     server.config.values["tcp-keepalive"] = 60
     # Warnings are once per value per process: forget what earlier tests logged.
-    monkeypatch.setattr(connection_module, "_keepalive_warned", set())
+    monkeypatch.setattr(keepalive_module, "_keepalive_warned", set())
     caplog.set_level(logging.WARNING, logger="conveyor")  # whatever earlier tests set
     closed = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     closed.close()  # setsockopt on it fails with EBADF
