@@ -250,12 +250,16 @@ class Federation:
         ):
             return
         if job is None:
-            job = core.import_job(record, now_ms, etime_relative=True)
-            if job is None:
-                return  # expired on the way
             holders = tuple(n for n in record.nodes if n in self.membership.nodes)
             me = self.membership.name
-            job.nodes_delivered = holders if me in holders else (*holders, me)
+            job = core.import_job(
+                record,
+                now_ms,
+                etime_relative=True,
+                holders=holders if me in holders else (*holders, me),
+            )
+            if job is None:
+                return  # expired on the way
         if not core.enqueue_moved(job, now_ms):
             return
         queue = core.queues.get(job.queue)

@@ -14,7 +14,7 @@ from typing import Any
 
 from conveyor.core import errors
 from conveyor.core.args import AddJobArgs, EngineConfig, GetJobArgs
-from conveyor.core.engine import QUEUE_OVERHEAD_BYTES, Engine
+from conveyor.core.engine import Engine
 from conveyor.core.errors import CommandError
 from conveyor.core.job import Job
 from conveyor.core.waiters import Waiter
@@ -69,9 +69,10 @@ class NodeCore(Engine):
             return True
         if self.cluster_size <= 1:
             return False
-        # Every ADDJOB asks: below the warning's threshold one sum decides, exactly as
-        # memory_warning would (used_memory less what is fixed between limit changes).
-        if self.jobs_bytes + len(self.queues) * QUEUE_OVERHEAD_BYTES <= self.warning_guard:
+        # Every ADDJOB asks: below the warning's threshold the estimate alone decides,
+        # exactly as memory_warning would (used_memory less what is fixed between limit
+        # changes, folded into warning_guard), without computing used memory and its peak.
+        if self.memory_estimate() <= self.warning_guard:
             return False
         return self.memory_warning() > 0
 
