@@ -365,12 +365,14 @@ class ClusterDriver:
     def add_job(self, conn: Connection, args: AddJobArgs) -> bytes | None:
         """ADDJOB with other nodes around: the reply, or None when it comes once the
         copies are confirmed (into a ReplySlot of the connection; node/deferred.py)."""
-        slot = ReplySlot(conn)
+        # An ASYNC job is answered now whatever happens: it needs no slot.
+        slot = None if args.asynchronous else ReplySlot(conn)
         # Its REPLJOBs go out from the server's after_io (flush) at the end of the
         # client's read, together with those of the ADDJOBs pipelined with it.
         job, answered = self.replication.add_job(args, slot, self.server.now)
         if answered:
             return b"+%s\r\n" % job.id
+        assert slot is not None  # only a synchronous ADDJOB waits for its copies
         slot.job_id = job.id
         conn.defer(slot)
         self.sync_unsent += 1

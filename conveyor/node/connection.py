@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
+from conveyor.node.addjob_runs import AddJobRun, gather_runs, run_addjobs
 from conveyor.node.deferred import DeferredReplies, ReplySlot
 from conveyor.node.keepalive import set_keepalive
 from conveyor.protocol.requests import ProtocolError, RequestParser
@@ -125,7 +126,8 @@ class Connection(asyncio.Protocol):
         self.pending: deque[list[bytes]] = _NOTHING_HELD
         self.pending_bytes = 0  # their size, part of qbuf
         self.closed = False
-        self.next_turn: Iterator[list[bytes]] | None = None  # the rest of a read, see _run
+        # The rest of a read, see _run.
+        self.next_turn: Iterator[list[bytes] | AddJobRun] | None = None
         self.id = 0
         self.name = b""
         self.addr = ""
@@ -189,15 +191,21 @@ class Connection(asyncio.Protocol):
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
         try:
-            self._run(self.parser.feed(data))
+            requests = self.parser.feed(data)
         except _FirstRead:  # raised before any request ran: nothing to undo
             # Until the client authenticates, Redis 7's tighter request limits apply.
             self.parser = RequestParser(
                 server.config["proto-max-bulk-len"], authenticated=self.authenticated
             )
-            self._run(self.parser.feed(data))
+            requests = self.parser.feed(data)
+        if server.core.cluster_size > 1 and self.authenticated and b"\r\n*" in data:
+            # A producer's pipelined ADDJOBs run a few dozen at a time (node/addjob_runs.py).
+            # Only for a read that seems to hold several requests (a second array header):
+            # gathering costs a read of one request more than it saves.
+            requests = gather_runs(requests)
+        self._run(requests)
 
-    def _run(self, requests: Iterator[list[bytes]]) -> None:
+    def _run(self, requests: Iterator[list[bytes] | AddJobRun]) -> None:
         """Run the requests of one read, at most one turn's worth (TURN_REQUESTS, or
         TURN_REPLY_BYTES of replies) at a time: a client pipelining thousands of costly
         requests in one read yields to the others between turns instead of stalling
@@ -211,36 +219,41 @@ class Connection(asyncio.Protocol):
         owed = 0  # this read's ADDJOBs waiting for their copies, since the last check
         try:
             for request in requests:
-                deferred = self.deferred
-                if (
-                    self.waiter is not None
-                    or self.pending
-                    or (deferred is not None and not deferred.admits(request))
-                ):
-                    self.hold(request)
-                    if self.closed:
-                        break
-                    continue
-                reply = server.execute(self, request)
-                if reply is not None:
-                    if deferred is not None:
-                        deferred.add_ready(self, reply)  # behind the replies still owed
-                    else:
-                        out.append(reply)
-                        out_bytes += len(reply)
-                else:
-                    if deferred is None and self.deferred is not None and out:
-                        # This ADDJOB's reply comes later: what came before it goes now.
-                        self.write(b"".join(out))
-                        out.clear()
-                        out_bytes = 0
-                    owed += 1
-                    if owed == MID_READ_CHECK_JOBS:  # checked every few: two calls less a job
+                if type(request) is AddJobRun:
+                    waiting, out_bytes = run_addjobs(self, request, out, out_bytes)
+                    owed += waiting
+                    if owed >= MID_READ_CHECK_JOBS:
                         owed = 0
                         sent_at = cluster.send_if_many(sent_at)
+                    budget -= len(request)
+                elif (
+                    self.waiter is not None
+                    or self.pending
+                    or (self.deferred is not None and not self.deferred.admits(request))
+                ):
+                    self.hold(request)
+                else:
+                    deferred = self.deferred
+                    reply = server.execute(self, request)
+                    if reply is not None:
+                        if deferred is not None:
+                            deferred.add_ready(self, reply)  # behind the replies still owed
+                        else:
+                            out.append(reply)
+                            out_bytes += len(reply)
+                    else:
+                        if deferred is None and self.deferred is not None and out:
+                            # This ADDJOB's reply comes later: what came before it goes now.
+                            self.write(b"".join(out))
+                            out.clear()
+                            out_bytes = 0
+                        owed += 1
+                        if owed == MID_READ_CHECK_JOBS:  # checked every few: two calls less a job
+                            owed = 0
+                            sent_at = cluster.send_if_many(sent_at)
+                    budget -= 1
                 if self.closed:
                     break
-                budget -= 1
                 if budget <= 0 or out_bytes > TURN_REPLY_BYTES:
                     # The rest of this read runs on a later turn of the event loop; no
                     # new bytes are read before it has (the parser is mid-stream).
@@ -267,7 +280,7 @@ class Connection(asyncio.Protocol):
         # Even after a protocol error: the requests before it may have woken others.
         server.after_io()
 
-    def _yield_turn(self, requests: Iterator[list[bytes]]) -> None:
+    def _yield_turn(self, requests: Iterator[list[bytes] | AddJobRun]) -> None:
         transport = self.transport
         if transport is None or self.closed or transport.is_closing():
             return

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 MAX_OUTSTANDING = 1024
 # How clients spell it: found without lowering a copy of the name.
-_ADDJOB_SPELLINGS = frozenset((b"ADDJOB", b"addjob"))
+ADDJOB_SPELLINGS = frozenset((b"ADDJOB", b"addjob"))
 
 
 class ReplySlot:
@@ -49,7 +49,7 @@ class DeferredReplies:
         # would otherwise pile up replies outside the output-buffer accounting.
         name = request[0]
         return len(self.slots) < MAX_OUTSTANDING and (
-            name in _ADDJOB_SPELLINGS or (len(name) == 6 and name.lower() == b"addjob")
+            name in ADDJOB_SPELLINGS or (len(name) == 6 and name.lower() == b"addjob")
         )
 
     def add_waiting(self, slot: ReplySlot) -> None:

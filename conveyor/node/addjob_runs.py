@@ -1,0 +1,164 @@
+"""Runs of ADDJOBs: consecutive ADDJOBs of one read with the same options, run as one.
+
+A producer pipelining jobs sends the same ADDJOB again and again with a new body (often
+the same queue): per job, the command table's checks (lookup, auth, arity), the option
+parsing and a new AddJobArgs are the same work each time. `Connection._run` gathers such
+a run (same argument count, same timeout and options, at most RUN_MAX_JOBS) and hands it
+here. The command is looked up and its options parsed once; each job then goes to the
+same cluster handler `cmd_jobs.addjob` calls, with the same memory check `Server.execute`
+makes, one reply or deferred slot per job in request order.
+
+Anything unusual sends the whole run through `Server.execute`, request by request: a
+single node (its own fast path), a renamed or refused ADDJOB (loading), options that do
+not parse (each job gets the error). So a run answers exactly what its jobs would
+answer one by one; only the per-command counters are added once per run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from time import perf_counter_ns
+from typing import TYPE_CHECKING
+
+from conveyor.core.args import AddJobArgs
+from conveyor.core.errors import OOM, CommandError
+from conveyor.node import cmd_jobs
+from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
+from conveyor.protocol.requests import ProtocolError
+from conveyor.protocol.resp import error
+
+if TYPE_CHECKING:
+    from conveyor.node.commands import Command
+    from conveyor.node.connection import Connection
+    from conveyor.node.server import Server
+
+log = logging.getLogger("conveyor.node")
+
+# At most this many ADDJOBs gathered before they run: a read's copies still leave every
+# MID_READ_ACTIONS (node/cluster.py), and the run's list stays small.
+RUN_MAX_JOBS = 32
+
+
+class AddJobRun(list[list[bytes]]):
+    """ADDJOB requests gathered to run as one (told apart from a request by its type)."""
+
+    __slots__ = ()
+
+
+def gather_runs(requests: Iterator[list[bytes]]) -> Iterator[list[bytes] | AddJobRun]:
+    """The requests of a read, with consecutive ADDJOBs of the same options gathered.
+
+    A request is yielded as it comes unless it is an ADDJOB spelled as clients spell it;
+    those wait in an AddJobRun until one with other options or another command comes,
+    the run is full, or the read ends. A protocol error ends the read after the run
+    gathered before it (the requests before an error run, as they always have)."""
+    run = AddJobRun()
+    tail: list[bytes] = []
+    try:
+        for request in requests:
+            if request[0] not in ADDJOB_SPELLINGS or len(request) < 4:
+                if run:
+                    yield run
+                    run = AddJobRun()
+                yield request
+                continue
+            if run and request[3:] != tail:
+                yield run
+                run = AddJobRun()
+            if not run:
+                tail = request[3:]
+            run.append(request)
+            if len(run) == RUN_MAX_JOBS:
+                yield run
+                run = AddJobRun()
+    except ProtocolError:
+        if run:
+            yield run
+        raise
+    if run:
+        yield run
+
+
+def _plan(
+    server: Server, conn: Connection, first: list[bytes]
+) -> tuple[Command, AddJobArgs] | None:
+    """The command and the parsed options shared by a run, or None: run one by one."""
+    if not conn.authenticated and server.config["requirepass"]:
+        return None  # NOAUTH, from the command table
+    name = first[0]
+    commands = server.commands
+    command = commands.get(name) or commands.get(name.lower())
+    if command is None or command.handler is not cmd_jobs.addjob or server.core.cluster_size <= 1:
+        return None
+    try:
+        args = cmd_jobs.parse_addjob(first)
+    except CommandError:
+        return None
+    return command, args
+
+
+def run_addjobs(
+    conn: Connection, run: list[list[bytes]], out: list[bytes], out_bytes: int
+) -> tuple[int, int]:
+    """Run a gathered run for `conn` as its requests would run one by one: ready replies
+    appended to `out` (or behind replies still owed), requests held behind a blocked
+    GETJOB or a full line of owed replies. Returns (the jobs now waiting for their
+    copies, the size of `out`: `out_bytes` is what it held before)."""
+    server = conn.server
+    plan = _plan(server, conn, run[0])
+    command, args = plan if plan is not None else (None, None)
+    repl = args.repl if args is not None else None
+    core = server.core
+    cluster = server.cluster
+    owed = ran = 0
+    started = perf_counter_ns()
+    for request in run:
+        deferred = conn.deferred
+        if (
+            conn.waiter is not None
+            or conn.pending
+            or (deferred is not None and len(deferred.slots) >= MAX_OUTSTANDING)
+        ):
+            conn.hold(request)  # and every one after it: `pending` is no longer empty
+            if conn.closed:
+                break
+            continue
+        if command is None or args is None:
+            reply = server.execute(conn, request)
+        elif (
+            core.jobs_bytes + len(request[2]) > core.oom_guard
+            and command.deny_oom
+            and core.over_memory_limit(sum(len(arg) for arg in request), server.now)
+        ):
+            reply = error(OOM)  # refused before the handler: not counted, as in execute
+        else:
+            ran += 1
+            args.queue = request[1]
+            args.body = request[2]
+            args.repl = repl  # the handler resolves a default REPLICATE in place
+            try:
+                reply = cluster.add_job(conn, args)
+            except CommandError as exc:
+                reply = error(exc.message)
+            except Exception as exc:  # a bug must cost one reply, as in Server.execute
+                log.exception("error running %r", request[:3])
+                reply = error(f"ERR internal error running '{command.name.decode()}': {exc}")
+        if reply is None:
+            owed += 1
+            if deferred is None and conn.deferred is not None and out:
+                # This job's reply comes later: the replies before it go now.
+                conn.write(b"".join(out))
+                out.clear()
+                out_bytes = 0
+        elif deferred is not None:
+            deferred.add_ready(conn, reply)  # behind the replies still owed
+        else:
+            out.append(reply)
+            out_bytes += len(reply)
+        if conn.closed:
+            break
+    if command is not None:
+        command.calls += ran
+        command.nanoseconds += perf_counter_ns() - started
+    return owed, out_bytes
