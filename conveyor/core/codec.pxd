@@ -4,7 +4,17 @@
 # own annotations are not read as C types: `# cython: annotation_typing=False`.)
 import cython
 
+# The buffer of a bytes object, read in place.
+ctypedef const unsigned char* ubytes
+
+@cython.locals(value=cython.Py_ssize_t)
+cdef Py_ssize_t _u16_at(ubytes chars, Py_ssize_t pos)
+@cython.locals(value=cython.Py_ssize_t)
+cdef Py_ssize_t _u32_at(ubytes chars, Py_ssize_t pos)
+@cython.locals(high=cython.ulonglong)
+cdef unsigned long long _u64_at(ubytes chars, Py_ssize_t pos)
+
 @cython.locals(size=cython.Py_ssize_t, end=cython.Py_ssize_t, pos=cython.Py_ssize_t,
                joblen=cython.Py_ssize_t, qlen=cython.Py_ssize_t, blen=cython.Py_ssize_t,
-               count=cython.Py_ssize_t, head=tuple, byte40=cython.int, last_names=bytes)
+               count=cython.Py_ssize_t, byte40=cython.int, last_names=bytes, chars=ubytes)
 cpdef tuple _decode_bytes(bytes data, Py_ssize_t offset, Py_ssize_t base)

@@ -43,7 +43,6 @@ NODE_NAME_LEN = 40
 # one unpack covers everything before the first variable-length field.
 _HEAD = struct.Struct("<I40sBBHIQIIHHI")
 _U32 = struct.Struct("<I")
-_unpack_head = _HEAD.unpack_from
 _unpack_u32 = _U32.unpack_from
 _pack_head = _HEAD.pack
 _tuple_new = tuple.__new__
@@ -188,11 +187,33 @@ def decode_job(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[J
     return record, offset + used
 
 
+def _u16_at(chars: bytes, pos: int) -> int:
+    # Little endian, as Disque's x86-64 struct. Compiled (codec.pxd), `chars` is the
+    # bytes' own buffer, these reads are inline C, and the value is widened before each
+    # shift: shifted as a C int, a u32's top byte could overflow it.
+    value = chars[pos + 1]
+    return value << 8 | chars[pos]
+
+
+def _u32_at(chars: bytes, pos: int) -> int:
+    value = chars[pos + 3]
+    value = value << 8 | chars[pos + 2]
+    value = value << 8 | chars[pos + 1]
+    return value << 8 | chars[pos]
+
+
+def _u64_at(chars: bytes, pos: int) -> int:
+    high = _u32_at(chars, pos + 4)
+    return high << 32 | _u32_at(chars, pos)
+
+
 def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
     """decode_job on bytes; `base` is what to add to an offset in `data` in errors.
 
-    Compiled, the offsets and lengths here are C integers (codec.pxd) and `data` is
-    indexed and sliced as bytes: most of decoding a job is this arithmetic."""
+    Compiled, `chars` is the buffer of `data` and the offsets, lengths and fixed-width
+    fields are C integers (codec.pxd): each field is read with C arithmetic and each
+    string sliced straight into bytes, where a struct unpack or a slice of `data` is a
+    Python call each. In Python, `chars` is `data` itself: the same code, the same values."""
     size = len(data)
     # Disque's own minimum: it refuses anything shorter before looking at the prefix.
     if size - offset < _MIN_RECORD:
@@ -200,9 +221,8 @@ def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
             f"truncated job at offset {base + offset}: {size - offset} bytes, "
             f"need at least {_MIN_RECORD}"
         )
-    head = _unpack_head(data, offset)
-    # head[3:11]: flags, repl, etime, ctime, delay, retry, nacks, deliveries, as in JobRecord.
-    joblen, job_id, byte40, qlen = head[0], head[1], head[2], head[11]
+    chars = data
+    joblen = _u32_at(chars, offset)
     if joblen < _MIN_JOBLEN:
         raise CodecError(
             f"length prefix {joblen} at offset {base + offset} is below the minimum {_MIN_JOBLEN}"
@@ -215,15 +235,18 @@ def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
             f"length prefix {joblen} at offset {base + offset} runs past the end of input "
             f"({size - offset - 4} bytes follow it)"
         )
+    job_id = chars[offset + 4 : offset + 44]
     # is_valid_id's check, inline (a Python call per job costs as much as the rest of
-    # this line): "40s" always gives 40 bytes, so only the fixed characters are left.
+    # this line): the ID is 40 bytes, so only the fixed characters are left.
     if (
-        data[offset + 4] != 68
-        or data[offset + 5] != 45
-        or data[offset + 14] != 45
-        or data[offset + 39] != 45
+        chars[offset + 4] != 68
+        or chars[offset + 5] != 45
+        or chars[offset + 14] != 45
+        or chars[offset + 39] != 45
     ):
         raise CodecError(f"id at offset {base + offset + 4}: {job_id!r} is not a Disque job ID")
+    byte40 = chars[offset + 44]
+    qlen = _u32_at(chars, offset + 72)
     pos = offset + 4 + _STRUCT_LEN + 4
     # The 8 reserved bytes are the body length and node count still to come.
     if qlen > end - pos - 8:
@@ -231,17 +254,17 @@ def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
             f"queue name length {qlen} at offset {base + pos - 4} runs past the job's end "
             f"at {base + end}"
         )
-    queue = data[pos : pos + qlen]
+    queue = chars[pos : pos + qlen]
     pos += qlen
-    (blen,) = _unpack_u32(data, pos)
+    blen = _u32_at(chars, pos)
     pos += 4
     if blen > end - pos - 4:
         raise CodecError(
             f"body length {blen} at offset {base + pos - 4} runs past the job's end at {base + end}"
         )
-    body = data[pos : pos + blen]
+    body = chars[pos : pos + blen]
     pos += blen
-    (count,) = _unpack_u32(data, pos)
+    count = _u32_at(chars, pos)
     pos += 4
     # One equality covers a short node list, a ragged one and trailing garbage alike.
     if count * NODE_NAME_LEN != end - pos:
@@ -258,7 +281,7 @@ def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
     if len(last_names) == end - pos and data.startswith(last_names, pos):
         nodes = _last_nodes[1]
     else:
-        names = data[pos:end]
+        names = chars[pos:end]
         if count == 1:
             nodes = (names,)
         else:
@@ -267,13 +290,16 @@ def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
             )
         _last_nodes = (names, nodes)
     # tuple.__new__ rather than JobRecord(...): the same value without the named tuple's
-    # Python-level __new__, on the path of every job received or loaded.
-    # Fields one by one: `*head[3:11]` compiles to a slice, a list and its tuple.
+    # Python-level __new__, on the path of every job received or loaded. The fixed fields
+    # from offset + 45: flags u8, repl u16, etime u32, ctime u64, delay u32, retry u32,
+    # nacks u16, additional deliveries u16.
     record: JobRecord = _tuple_new(
         JobRecord,
         (
-            job_id, byte40 & 0x0F, byte40 >> 4, head[3], head[4], head[5], head[6], head[7],
-            head[8], head[9], head[10], queue, body, nodes,
+            job_id, byte40 & 0x0F, byte40 >> 4, chars[offset + 45], _u16_at(chars, offset + 46),
+            _u32_at(chars, offset + 48), _u64_at(chars, offset + 52),
+            _u32_at(chars, offset + 60), _u32_at(chars, offset + 64),
+            _u16_at(chars, offset + 68), _u16_at(chars, offset + 70), queue, body, nodes,
         ),
     )  # fmt: skip
     return record, end
