@@ -4,6 +4,7 @@ answered exactly as the same requests are one by one, on real processes."""
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor.node.addjob_runs import RUN_MAX_JOBS, AddJobRun, gather_runs
+from conveyor.node.connection import TURN_REQUESTS
 from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
 from conveyor.protocol.requests import ProtocolError
 from tests.cluster.test_cluster_nodes import form
@@ -162,6 +164,35 @@ def test_runs_held_behind_a_blocked_getjob_and_a_full_line_of_owed_replies(
     bodies = [show(cluster[0], job_id)[b"body"] for job_id in job_ids[::RUN_MAX_JOBS]]  # type: ignore[index]
     assert bodies == [b"job %d" % n for n in range(0, count, RUN_MAX_JOBS)]
     assert holders(cluster, job_ids[-1]) == 3
+
+
+def test_a_read_longer_than_a_turn_runs_its_runs_over_several_turns(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    """One read of more ADDJOBs than a turn runs (TURN_REQUESTS): the rest of the read,
+    a run cut at the turn's end included, goes on in the next turns, in order."""
+    form(tmp_path, cluster, 3)
+    client = cluster[0].client()
+    count = 2 * TURN_REQUESTS + RUN_MAX_JOBS // 2
+    # Short requests (~50 bytes), so that one read of the socket holds over a turn's worth.
+    raw = b"".join(
+        b"*5\r\n$6\r\nADDJOB\r\n$4\r\nlong\r\n$%d\r\n%d\r\n$1\r\n0\r\n$5\r\nASYNC\r\n"
+        % (len(str(n)), n)
+        for n in range(count)
+    )
+    with socket.create_connection(("127.0.0.1", cluster[0].port)) as sock:
+        sock.sendall(raw)
+        received = b""
+        sock.settimeout(30)
+        while received.count(b"\r\n") < count:
+            chunk = sock.recv(1 << 16)
+            assert chunk, "the node closed the connection"
+            received += chunk
+    job_ids = [line[1:] for line in received.split(b"\r\n")[:count]]
+    assert all(JOB_ID.match(job_id) for job_id in job_ids) and len(set(job_ids)) == count
+    for n in range(0, count, 97):
+        assert show(cluster[0], job_ids[n])[b"body"] == b"%d" % n  # type: ignore[index]
+    assert client.execute_command("QLEN", "long") == count
 
 
 def test_a_run_over_maxmemory_is_refused_job_by_job_and_not_counted(
