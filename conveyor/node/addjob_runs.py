@@ -8,16 +8,17 @@ here. The command is looked up and its options parsed once; each job then goes t
 same cluster handler `cmd_jobs.addjob` calls, with the same memory check `Server.execute`
 makes, one reply or deferred slot per job in request order.
 
-Anything unusual sends the whole run through `Server.execute`, request by request: a
-single node (its own fast path), a renamed or refused ADDJOB (loading), options that do
-not parse (each job gets the error). So a run answers exactly what its jobs would
-answer one by one; only the per-command counters are added once per run.
+A run is planned (`plan_run`) as it is yielded, once the requests before it have run.
+Anything unusual leaves it unplanned, and its requests are yielded one by one to go
+through `Server.execute`: a single node (its own fast path), a renamed or refused
+ADDJOB (loading), options that do not parse (each job gets the error). So a run answers
+exactly what its jobs would answer one by one; only the per-command counters are added
+once per run.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
@@ -31,9 +32,6 @@ from conveyor.protocol.resp import error
 if TYPE_CHECKING:
     from conveyor.node.commands import Command
     from conveyor.node.connection import Connection
-    from conveyor.node.server import Server
-
-log = logging.getLogger("conveyor.node")
 
 # At most this many ADDJOBs gathered before they run: a read's copies still leave every
 # MID_READ_ACTIONS (node/cluster.py), and the run's list stays small.
@@ -41,12 +39,21 @@ RUN_MAX_JOBS = 32
 
 
 class AddJobRun(list[list[bytes]]):
-    """ADDJOB requests gathered to run as one (told apart from a request by its type)."""
+    """ADDJOB requests gathered to run as one (told apart from a request by its type),
+    with what they share: the command and their parsed options (`plan_run`)."""
 
-    __slots__ = ()
+    __slots__ = ("args", "command")
+
+    command: Command
+    args: AddJobArgs
 
 
-def gather_runs(requests: Iterator[list[bytes]]) -> Iterator[list[bytes] | AddJobRun]:
+Plan = tuple["Command", AddJobArgs]
+
+
+def gather_runs(
+    requests: Iterator[list[bytes]], plan: Callable[[list[bytes]], Plan | None]
+) -> Iterator[list[bytes] | AddJobRun]:
     """The requests of a read, with consecutive ADDJOBs of the same options gathered.
 
     A request is yielded as it comes unless it is an ADDJOB spelled as clients spell it;
@@ -59,31 +66,46 @@ def gather_runs(requests: Iterator[list[bytes]]) -> Iterator[list[bytes] | AddJo
         for request in requests:
             if request[0] not in ADDJOB_SPELLINGS or len(request) < 4:
                 if run:
-                    yield run
+                    yield from _planned(run, plan)
                     run = AddJobRun()
                 yield request
                 continue
             if run and request[3:] != tail:
-                yield run
+                yield from _planned(run, plan)
                 run = AddJobRun()
             if not run:
                 tail = request[3:]
             run.append(request)
             if len(run) == RUN_MAX_JOBS:
-                yield run
+                yield from _planned(run, plan)
                 run = AddJobRun()
     except ProtocolError:
         if run:
-            yield run
+            yield from _planned(run, plan)
         raise
     if run:
+        yield from _planned(run, plan)
+
+
+def _planned(
+    run: AddJobRun, plan: Callable[[list[bytes]], Plan | None]
+) -> Iterator[list[bytes] | AddJobRun]:
+    """The run as one, or its requests one by one when it has no plan. Planned as it is
+    yielded: the requests before it have run, so the plan sees the state it runs in."""
+    found = plan(run[0])
+    if found is None:
+        yield from run
+    else:
+        run.command, run.args = found
         yield run
 
 
-def _plan(
-    server: Server, conn: Connection, first: list[bytes]
-) -> tuple[Command, AddJobArgs] | None:
-    """The command and the parsed options shared by a run, or None: run one by one."""
+def plan_run(conn: Connection, first: list[bytes]) -> Plan | None:
+    """The command and the parsed options a run shares, or None: its requests go through
+    `Server.execute` one by one (a single node, which has its own fast path; a client
+    not authenticated; an ADDJOB renamed or refused while loading; options that do not
+    parse, so that each job gets the error)."""
+    server = conn.server
     if not conn.authenticated and server.config["requirepass"]:
         return None  # NOAUTH, from the command table
     name = first[0]
@@ -99,16 +121,15 @@ def _plan(
 
 
 def run_addjobs(
-    conn: Connection, run: list[list[bytes]], out: list[bytes], out_bytes: int
+    conn: Connection, run: AddJobRun, out: list[bytes], out_bytes: int
 ) -> tuple[int, int]:
-    """Run a gathered run for `conn` as its requests would run one by one: ready replies
+    """Run a planned run for `conn` as its requests would run one by one: ready replies
     appended to `out` (or behind replies still owed), requests held behind a blocked
     GETJOB or a full line of owed replies. Returns (the jobs now waiting for their
     copies, the size of `out`: `out_bytes` is what it held before)."""
     server = conn.server
-    plan = _plan(server, conn, run[0])
-    command, args = plan if plan is not None else (None, None)
-    repl = args.repl if args is not None else None
+    command, args = run.command, run.args
+    repl = args.repl
     core = server.core
     cluster = server.cluster
     owed = ran = 0
@@ -124,9 +145,7 @@ def run_addjobs(
             if conn.closed:
                 break
             continue
-        if command is None or args is None:
-            reply = server.execute(conn, request)
-        elif (
+        if (
             core.jobs_bytes + len(request[2]) > core.oom_guard
             and command.deny_oom
             and core.over_memory_limit(sum(len(arg) for arg in request), server.now)
@@ -142,11 +161,10 @@ def run_addjobs(
             except CommandError as exc:
                 reply = error(exc.message)
             except Exception as exc:  # a bug must cost one reply, as in Server.execute
-                log.exception("error running %r", request[:3])
-                reply = error(f"ERR internal error running '{command.name.decode()}': {exc}")
+                reply = command.failed(request, exc)
         if reply is None:
             owed += 1
-            if deferred is None and conn.deferred is not None and out:
+            if deferred is None and out:
                 # This job's reply comes later: the replies before it go now.
                 conn.write(b"".join(out))
                 out.clear()
@@ -158,7 +176,6 @@ def run_addjobs(
             out_bytes += len(reply)
         if conn.closed:
             break
-    if command is not None:
-        command.calls += ran
-        command.nanoseconds += perf_counter_ns() - started
+    command.calls += ran
+    command.nanoseconds += perf_counter_ns() - started
     return owed, out_bytes

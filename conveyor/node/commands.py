@@ -7,14 +7,18 @@ builds its own table (`build_table`), so its call counters are its own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from conveyor.node import cmd_admin, cmd_client, cmd_jobs, cmd_queues
+from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
     from conveyor.node.context import ClientContext, NodeContext
+
+log = logging.getLogger("conveyor.node")
 
 Handler = Callable[["NodeContext", "ClientContext", list[bytes]], "bytes | None"]
 
@@ -31,6 +35,12 @@ class Command:
 
     def __post_init__(self) -> None:
         self.deny_oom = "m" in self.flags
+
+    def failed(self, request: list[bytes], exc: Exception) -> bytes:
+        """The reply for a handler that raised something other than CommandError: a bug,
+        which must cost one reply, not the connection or the node."""
+        log.exception("error running %r", request[:3])
+        return error(f"ERR internal error running '{self.name.decode()}': {exc}")
 
 
 def _c(name: str, arity: int, flags: str, handler: Handler) -> Command:

@@ -26,10 +26,11 @@ import socket
 import time
 from collections import deque
 from collections.abc import Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
-from conveyor.node.addjob_runs import AddJobRun, gather_runs, run_addjobs
+from conveyor.node.addjob_runs import AddJobRun, gather_runs, plan_run, run_addjobs
 from conveyor.node.deferred import DeferredReplies, ReplySlot
 from conveyor.node.keepalive import set_keepalive
 from conveyor.protocol.requests import ProtocolError, RequestParser
@@ -202,7 +203,7 @@ class Connection(asyncio.Protocol):
             # A producer's pipelined ADDJOBs run a few dozen at a time (node/addjob_runs.py).
             # Only for a read that seems to hold several requests (a second array header):
             # gathering costs a read of one request more than it saves.
-            requests = gather_runs(requests)
+            requests = gather_runs(requests, partial(plan_run, self))
         self._run(requests)
 
     def _run(self, requests: Iterator[list[bytes] | AddJobRun]) -> None:
@@ -219,6 +220,7 @@ class Connection(asyncio.Protocol):
         owed = 0  # this read's ADDJOBs waiting for their copies, since the last check
         try:
             for request in requests:
+                deferred = self.deferred
                 if type(request) is AddJobRun:
                     waiting, out_bytes = run_addjobs(self, request, out, out_bytes)
                     owed += waiting
@@ -229,11 +231,10 @@ class Connection(asyncio.Protocol):
                 elif (
                     self.waiter is not None
                     or self.pending
-                    or (self.deferred is not None and not self.deferred.admits(request))
+                    or (deferred is not None and not deferred.admits(request))
                 ):
                     self.hold(request)
                 else:
-                    deferred = self.deferred
                     reply = server.execute(self, request)
                     if reply is not None:
                         if deferred is not None:

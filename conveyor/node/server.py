@@ -323,8 +323,7 @@ class Server(ClientBuffers, JobEventConsumers, CoreEffects):
             # Handlers raise Disque's exact error text; nothing was changed before it.
             reply = error(exc.message)
         except Exception as exc:  # a bug must cost one reply, not the connection or the node
-            log.exception("error running %r", request[:3])
-            reply = error(f"ERR internal error running '{command.name.decode()}': {exc}")
+            reply = command.failed(request, exc)
         command.calls += 1
         command.nanoseconds += _perf_ns() - started
         return reply

@@ -13,7 +13,9 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conveyor.node.addjob_runs import RUN_MAX_JOBS, AddJobRun, gather_runs
+from conveyor.node.addjob_runs import RUN_MAX_JOBS, AddJobRun, Plan, gather_runs
+from conveyor.node.cmd_jobs import parse_addjob
+from conveyor.node.commands import COMMANDS
 from conveyor.node.connection import TURN_REQUESTS
 from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
 from conveyor.protocol.requests import ProtocolError
@@ -22,6 +24,12 @@ from tests.cluster.test_replication import holders, show
 from tests.servers import NodeProcess
 
 JOB_ID = re.compile(rb"^D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")
+
+
+def _plan_all(first: list[bytes]) -> Plan:
+    """Every run planned (the real planner asks the node: see the tests on processes)."""
+    return COMMANDS[0], parse_addjob(first)
+
 
 _requests = st.lists(
     st.one_of(
@@ -42,7 +50,9 @@ _requests = st.lists(
 def test_runs_keep_every_request_in_order_and_gather_all_they_can(
     requests: list[list[bytes]],
 ) -> None:
-    items = list(gather_runs(iter(requests)))
+    items = list(gather_runs(iter(requests), _plan_all))
+    # Unplanned, a run's requests come one by one, as they were.
+    assert list(gather_runs(iter(requests), lambda first: None)) == requests
     flat = [r for item in items for r in (item if type(item) is AddJobRun else [item])]
     assert flat == requests
     for index, item in enumerate(items):
@@ -64,14 +74,14 @@ def test_a_protocol_error_comes_after_the_run_gathered_before_it() -> None:
         yield [b"ADDJOB", b"q", b"b", b"0"]
         raise ProtocolError("Protocol error: invalid bulk length")
 
-    runs = gather_runs(read())
+    runs = gather_runs(read(), _plan_all)
     assert next(runs) == [[b"ADDJOB", b"q", b"a", b"0"], [b"ADDJOB", b"q", b"b", b"0"]]
     with pytest.raises(ProtocolError, match="invalid bulk length"):
         next(runs)
 
 
 def test_a_read_dropped_with_a_run_held_closes_quietly() -> None:
-    runs = gather_runs(iter([[b"ADDJOB", b"q", b"a", b"0"], [b"PING"]]))
+    runs = gather_runs(iter([[b"ADDJOB", b"q", b"a", b"0"], [b"PING"]]), _plan_all)
     assert next(runs) == [[b"ADDJOB", b"q", b"a", b"0"]]
     runs.close()  # a connection lost between turns: no yield from a closing generator
 
@@ -118,18 +128,22 @@ def _run_pipeline(node: NodeProcess, spelling: str, queue: str) -> list[object]:
     return normal
 
 
+@pytest.fixture
+def three(tmp_path: Path, cluster: list[NodeProcess]) -> list[NodeProcess]:
+    """Three nodes that know each other (stopped by the `cluster` fixture)."""
+    form(tmp_path, cluster, 3)
+    return cluster
+
+
 def _addjob_calls(node: NodeProcess) -> int:
     stats = node.client().info("commandstats")
     return int(stats["cmdstat_addjob"]["calls"]) if "cmdstat_addjob" in stats else 0
 
 
-def test_a_pipeline_answers_as_the_same_requests_do_one_by_one(
-    tmp_path: Path, cluster: list[NodeProcess]
-) -> None:
+def test_a_pipeline_answers_as_the_same_requests_do_one_by_one(three: list[NodeProcess]) -> None:
     """ "AddJob" is never gathered (clients spell it ADDJOB or addjob), so the same
     pipeline spelled so runs request by request through the command table."""
-    form(tmp_path, cluster, 3)
-    origin = cluster[0]
+    origin = three[0]
     calls = _addjob_calls(origin)
     gathered = _run_pipeline(origin, "ADDJOB", "g")
     gathered_calls = _addjob_calls(origin) - calls
@@ -144,10 +158,9 @@ def test_a_pipeline_answers_as_the_same_requests_do_one_by_one(
 
 
 def test_runs_held_behind_a_blocked_getjob_and_a_full_line_of_owed_replies(
-    tmp_path: Path, cluster: list[NodeProcess]
+    three: list[NodeProcess],
 ) -> None:
-    form(tmp_path, cluster, 3)
-    client = cluster[0].client()
+    client = three[0].client()
     pipe = client.pipeline(transaction=False)
     pipe.execute_command("GETJOB", "TIMEOUT", "300", "FROM", "nothing-here")
     for n in range(5):
@@ -161,18 +174,17 @@ def test_runs_held_behind_a_blocked_getjob_and_a_full_line_of_owed_replies(
         pipe.execute_command("ADDJOB", "line", f"job {n}", "5000", "REPLICATE", "3")
     job_ids = pipe.execute()
     assert len(set(job_ids)) == count and all(JOB_ID.match(r) for r in job_ids)
-    bodies = [show(cluster[0], job_id)[b"body"] for job_id in job_ids[::RUN_MAX_JOBS]]  # type: ignore[index]
+    bodies = [show(three[0], job_id)[b"body"] for job_id in job_ids[::RUN_MAX_JOBS]]  # type: ignore[index]
     assert bodies == [b"job %d" % n for n in range(0, count, RUN_MAX_JOBS)]
-    assert holders(cluster, job_ids[-1]) == 3
+    assert holders(three, job_ids[-1]) == 3
 
 
 def test_a_read_longer_than_a_turn_runs_its_runs_over_several_turns(
-    tmp_path: Path, cluster: list[NodeProcess]
+    three: list[NodeProcess],
 ) -> None:
     """One read of more ADDJOBs than a turn runs (TURN_REQUESTS): the rest of the read,
     a run cut at the turn's end included, goes on in the next turns, in order."""
-    form(tmp_path, cluster, 3)
-    client = cluster[0].client()
+    client = three[0].client()
     count = 2 * TURN_REQUESTS + RUN_MAX_JOBS // 2
     # Short requests (~50 bytes), so that one read of the socket holds over a turn's worth.
     raw = b"".join(
@@ -180,7 +192,7 @@ def test_a_read_longer_than_a_turn_runs_its_runs_over_several_turns(
         % (len(str(n)), n)
         for n in range(count)
     )
-    with socket.create_connection(("127.0.0.1", cluster[0].port)) as sock:
+    with socket.create_connection(("127.0.0.1", three[0].port)) as sock:
         sock.sendall(raw)
         received = b""
         sock.settimeout(30)
@@ -191,18 +203,17 @@ def test_a_read_longer_than_a_turn_runs_its_runs_over_several_turns(
     job_ids = [line[1:] for line in received.split(b"\r\n")[:count]]
     assert all(JOB_ID.match(job_id) for job_id in job_ids) and len(set(job_ids)) == count
     for n in range(0, count, 97):
-        assert show(cluster[0], job_ids[n])[b"body"] == b"%d" % n  # type: ignore[index]
+        assert show(three[0], job_ids[n])[b"body"] == b"%d" % n  # type: ignore[index]
     assert client.execute_command("QLEN", "long") == count
 
 
 def test_a_run_over_maxmemory_is_refused_job_by_job_and_not_counted(
-    tmp_path: Path, cluster: list[NodeProcess]
+    three: list[NodeProcess],
 ) -> None:
-    form(tmp_path, cluster, 3)
-    client = cluster[0].client()
+    client = three[0].client()
     used = int(client.info("memory")["used_memory"])
     client.config_set("maxmemory", str(used // 2))
-    calls = _addjob_calls(cluster[0])
+    calls = _addjob_calls(three[0])
     pipe = client.pipeline(transaction=False)
     for n in range(5):
         pipe.execute_command("ADDJOB", "q", f"job {n}", "5000", "REPLICATE", "3")
@@ -211,7 +222,7 @@ def test_a_run_over_maxmemory_is_refused_job_by_job_and_not_counted(
     assert [(type(reply), str(reply)) for reply in replies] == [
         (redis.exceptions.OutOfMemoryError, "command not allowed when used memory > 'maxmemory'.")
     ] * 5
-    assert _addjob_calls(cluster[0]) == calls
+    assert _addjob_calls(three[0]) == calls
     client.config_set("maxmemory", "0")
     assert JOB_ID.match(client.execute_command("ADDJOB", "q", "now", "5000", "REPLICATE", "3"))
 
