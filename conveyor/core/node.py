@@ -21,6 +21,8 @@ from conveyor.core.waiters import Waiter
 
 # Below maxmemory, the share at which eviction starts (policy "acks").
 _SOFT_LIMIT_PERCENT = 95
+# Disque's first memory warning level: above it new jobs are replicated externally.
+_WARNING_PERCENT = 75
 # Slack for what one request may add beyond the job bytes the guard compares.
 _GUARD_SLACK_BYTES = 65536
 
@@ -137,18 +139,14 @@ class NodeCore(Engine):
     def _update_oom_guard(self) -> None:
         # Below this many job bytes no growing command can reach the soft limit, so the
         # hot path compares one int; the exact check (and eviction) runs only above it.
+        # warning_guard: the same for memory_warning's first level (replicates_externally).
         if self.maxmemory:
+            fixed = self.baseline_bytes + self.client_bytes
             soft_limit = self.maxmemory * _SOFT_LIMIT_PERCENT // 100
-            self.oom_guard = (
-                soft_limit - self.baseline_bytes - self.client_bytes - _GUARD_SLACK_BYTES
-            )
+            self.oom_guard = soft_limit - fixed - _GUARD_SLACK_BYTES
+            self.warning_guard = self.maxmemory // 100 * _WARNING_PERCENT - fixed
         else:
-            self.oom_guard = 1 << 62
-        self.warning_guard = (
-            self.maxmemory // 100 * 75 - self.baseline_bytes - self.client_bytes
-            if self.maxmemory
-            else 1 << 62
-        )
+            self.oom_guard = self.warning_guard = 1 << 62
 
     def memory_warning(self) -> int:
         """Disque's memory warning level: 0, 1 above 75 % of maxmemory, 2 above 95 %."""
@@ -158,7 +156,7 @@ class NodeCore(Engine):
         used = self.used_memory()
         if used > maxmemory // 100 * 95:
             return 2
-        return 1 if used > maxmemory // 100 * 75 else 0
+        return 1 if used > maxmemory // 100 * _WARNING_PERCENT else 0
 
     def used_memory(self) -> int:
         used = self.baseline_bytes + self.client_bytes + self.memory_estimate()
