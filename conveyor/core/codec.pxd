@@ -1,6 +1,7 @@
 # Declarations for compiling codec.py with Cython (`make compile`); pure Python never
-# reads this file. In _decode_bytes the input is bytes and the offsets and lengths are C
-# integers: each is bounded by the input's length, so none can overflow. (The module's
+# reads this file. In _decode_bytes the input is bytes, read in place through `chars`,
+# and the offsets and lengths are C integers: each is bounded by the input's length, so
+# none can overflow; the fixed-width fields are widened before each shift (_u32_at). (The module's
 # own annotations are not read as C types: `# cython: annotation_typing=False`.)
 import cython
 

@@ -1,10 +1,10 @@
 """The asyncio server for one node.
 
 Owns: client connections (`connection`, their TCP keepalive in `keepalive`), the command
-table (`commands`) and handlers (`cmd_*`, written against the `context` Protocols; runs
-of pipelined ADDJOBs through it in `addjob_runs`),
-argument parsing into typed values (`parsing`), reply encoding (`replies`), carrying out
-the core's effects and the one event-loop timer for its deadlines (`server`), config,
-INFO, the node ID file and the job-event log.
+table (`commands`) and handlers (`cmd_*`, written against the `context` Protocols), runs
+of pipelined ADDJOBs through that table (`addjob_runs`), argument parsing into typed
+values (`parsing`), reply encoding (`replies`), carrying out the core's effects and the
+one event-loop timer for its deadlines (`server`), config, INFO, the node ID file and
+the job-event log.
 Must not touch: job state directly; every change goes through conveyor.core's facade.
 """
