@@ -3,17 +3,29 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(VENV)/bin/pip
 STAMP     := $(VENV)/.installed
+# The interpreter the venv is made from: Debian's python3, built with profile-guided and
+# link-time optimisation. A python3 built from source without --enable-optimizations (a
+# default pyenv build) runs the same node 20-40 % slower (docs/performance.md, seventh look).
+# `make BASE_PYTHON=python3.12 ...` picks another; a venv made from another is made again.
+BASE_PYTHON ?= /usr/bin/python3
 PORT      ?= 7711
 WEB_PORT  ?= 3333
 DATA      ?= ./data
 # Debian packages the test suite, the benchmarks and the Spark example drive for real.
-DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium prometheus openssl gcc python3-dev
+DEBS      := redis-server redis-tools openjdk-17-jre-headless chromium prometheus openssl gcc python3 python3-venv python3-dev
 APT       := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || echo sudo apt-get)
 
-.PHONY: run test test-pure bench bench-pressure bench-spark lint sysdeps venv clean compile
+.PHONY: run test test-pure bench bench-pressure bench-spark lint sysdeps venv clean compile FORCE
 
-$(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
+# The venv is made again when it was made from another interpreter than BASE_PYTHON.
+VENV_BASE := $(shell $(PY) -c 'import sys; print(sys.base_prefix)' 2>/dev/null)
+WANT_BASE := $(shell $(BASE_PYTHON) -c 'import sys; print(sys.base_prefix)' 2>/dev/null)
+ifneq ($(VENV_BASE),$(WANT_BASE))
+$(STAMP): FORCE
+endif
+
+$(STAMP): pyproject.toml | sysdeps
+	$(BASE_PYTHON) -m venv --clear $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev,cron,metrics,spark,web]'
 	touch $(STAMP)
@@ -35,7 +47,8 @@ sysdeps:
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	command -v gcc >/dev/null || missing="$$missing gcc"; \
-	python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+	$(BASE_PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3 python3-venv"; \
+	$(BASE_PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null \
 	  || missing="$$missing python3-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \

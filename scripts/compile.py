@@ -17,13 +17,21 @@ from conveyor.compiled import COMPILED_MODULES
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The interpreter the last build was made for: another one (a venv made again on another
+# Python) rebuilds everything, so that no module stays built against other headers.
+BUILT_FOR = ROOT / "build" / "interpreter"
+
+
 def main() -> None:
     sources = [str(Path(*module.split(".")).with_suffix(".py")) for module in COMPILED_MODULES]
+    interpreter = f"{sys.base_prefix} {sys.version}"
+    force = not BUILT_FOR.exists() or BUILT_FOR.read_text() != interpreter
     extensions = cythonize(
         sources,
         build_dir="build/cython",
         compiler_directives={"language_level": 3},
         quiet=True,
+        force=force,
     )
     # A bare Distribution: setuptools' own project metadata (pyproject.toml) is not needed
     # to build extensions in place.
@@ -31,11 +39,14 @@ def main() -> None:
         {
             "ext_modules": extensions,
             "script_name": "scripts/compile.py",
-            "script_args": ["build_ext", "--inplace", "--build-temp", "build/temp"],
+            "script_args": ["build_ext", "--inplace", "--build-temp", "build/temp"]
+            + (["--force"] if force else []),
         }
     )
     dist.parse_command_line()
     dist.run_commands()
+    BUILT_FOR.parent.mkdir(exist_ok=True)
+    BUILT_FOR.write_text(interpreter)
     print(f"compiled: {', '.join(COMPILED_MODULES)}", file=sys.stderr)
 
 
