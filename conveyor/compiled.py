@@ -1,11 +1,13 @@
 """The modules that run compiled, and the switch back to pure Python.
 
 `make compile` (run by `make run` and `make test`) builds the modules below with Cython
-from their .py source: each gets a .so beside its .py (the job codec also has a .pxd,
-which gives its decoder C integers; pure Python never reads it). They are the byte
-shufflers, where Cython pays: the job codec (every REPLJOB, YOURJOBS, AOF record and AOF
-load goes through it), the bus frame codec and the AOF reader. Compiling the command path
-too was measured and made a node slower (docs/performance.md), so it stays interpreted.
+from their .py source: each gets a .so beside its .py (the job codec and core/untracked.py
+also have a .pxd, which gives the decoder C integers and untrack the C API; pure Python
+never reads it). They are the byte shufflers, where Cython pays: the job codec (every
+REPLJOB, YOURJOBS, AOF record and AOF load goes through it), the bus frame codec and the
+AOF reader; and core/untracked.py, which takes every job out of the cycle collector's
+sight (pure Python cannot). Compiling the command path too was measured and made a node
+slower (docs/performance.md), so it stays interpreted.
 
 Which file a compiled module loads from is decided here, at import:
 - the .so, when it exists and is at least as new as the .py, so that an edited source is
@@ -33,6 +35,7 @@ PURE_ENV = "CONVEYOR_PURE_PYTHON"
 COMPILED_MODULES = (
     "conveyor.core.codec",
     "conveyor.core.records",
+    "conveyor.core.untracked",
     "conveyor.cluster.codec",
     "conveyor.persistence.reader",
     "conveyor.persistence.records",

@@ -6,6 +6,8 @@ jobs every slot costs 8 MB, so only what SHOW, the timers and the queues need is
 
 from __future__ import annotations
 
+from conveyor.core.untracked import untrack
+
 # States, numbered as in Disque so SHOW and a future bus codec can share them.
 WAIT_REPL = 0
 ACTIVE = 1
@@ -100,6 +102,9 @@ class Job:
         self.awake = 0
         self.nodes_delivered = None
         self.nodes_confirmed = None
+        # No job can be in a reference cycle (its slots hold bytes, ints and tuples of
+        # names): the cycle collector need not walk it (core/untracked.py).
+        untrack(self)
 
     def __lt__(self, other: Job) -> bool:
         # Only reached when two ctimes tie (jobs from different nodes): order by ID.
