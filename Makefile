@@ -5,7 +5,8 @@ PIP       := $(VENV)/bin/pip
 STAMP     := $(VENV)/.installed
 # The interpreter the venv is made from: Debian's python3, built with profile-guided and
 # link-time optimisation. A python3 built from source without --enable-optimizations (a
-# default pyenv build) runs the same node 20-40 % slower (docs/performance.md, seventh look).
+# default pyenv build) costs a node 10-35 % more CPU per job (docs/performance.md, seventh
+# look).
 # `make BASE_PYTHON=python3.12 ...` picks another; a venv made from another is made again.
 BASE_PYTHON ?= /usr/bin/python3
 PORT      ?= 7711

@@ -53,6 +53,7 @@ from conveyor.core.job import DELETED, QUEUED_ONCE, WAIT_REPL, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
+from conveyor.core.state import JOB_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES
 
 _tuple_new = tuple.__new__
 
@@ -82,6 +83,19 @@ class TakenOnce:
 
     def __len__(self) -> int:
         return len(self._ids)
+
+
+@dataclass(slots=True)
+class AddPlan:
+    """What the ADDJOBs of a run share once their options passed the checks (plan_adds)."""
+
+    repl: int
+    ttl_s: int
+    retry_s: int
+    synchronous: bool
+    targets: tuple[bytes, ...] | None  # None: drawn per job
+    header: Header
+    headroom: int  # bytes the run may still add below the memory warning's threshold
 
 
 @dataclass(slots=True)
@@ -129,8 +143,67 @@ class Replication:
         job = core.add_job(args, now_ms, wait_repl=synchronous or external, external=external)
         if args.repl == 1 and not external:
             return job, True
-        me = self.membership.name
         targets = self._pick(args.repl if external else args.repl - 1)
+        header = self._header(noreply=not synchronous)
+        answered = self._replicate(job, args, targets, external, header, token, now_ms)
+        return job, answered
+
+    def plan_adds(self, args: AddJobArgs) -> AddPlan | None:
+        """What the ADDJOBs of a run with these options share (node/addjob_runs.py): their
+        checks, made once; the targets and header of their copies. None when each job
+        must take add_job's path: this node replicates externally (leaving, or memory
+        past the warning level), or the checks fail (each job then gets the error)."""
+        core = self.core
+        if core.replicates_externally():
+            return None
+        repl = args.repl
+        try:
+            ttl_s, retry_s = core.check_add(args)  # resolves REPLICATE None in args
+        except CommandError:
+            args.repl = repl
+            return None
+        synchronous = args.repl > 1 and not args.asynchronous
+        others = self._reachable_others()
+        # All of them, or a random draw per job, as add_job makes it.
+        targets = others if args.repl - 1 >= len(others) else None
+        # Until the run has added this much it stays below the memory warning's threshold,
+        # so replicates_externally() stays false: each job counts its bytes and a queue.
+        headroom = core.warning_guard - core.memory_estimate()
+        header = self._header(noreply=not synchronous)
+        return AddPlan(args.repl, ttl_s, retry_s, synchronous, targets, header, headroom)
+
+    def add_planned(
+        self, plan: AddPlan, args: AddJobArgs, token: Any, now_ms: int
+    ) -> tuple[Job, bool]:
+        """add_job for one job of a planned run (`args`: the run's options, with this
+        job's queue and body), without checking the run's options again."""
+        plan.headroom -= JOB_OVERHEAD_BYTES + QUEUE_OVERHEAD_BYTES + len(args.body)
+        if plan.headroom < 0:
+            return self.add_job(args, token, now_ms)  # near the warning: checked exactly
+        args.repl = repl = plan.repl
+        synchronous = plan.synchronous
+        job = self.core.add_checked(args, plan.ttl_s, plan.retry_s, now_ms, synchronous)
+        if repl == 1:
+            return job, True
+        targets = plan.targets
+        if targets is None:
+            targets = self._pick(repl - 1)
+        answered = self._replicate(job, args, targets, False, plan.header, token, now_ms)
+        return job, answered
+
+    def _replicate(
+        self,
+        job: Job,
+        args: AddJobArgs,
+        targets: tuple[bytes, ...],
+        external: bool,
+        header: Header,
+        token: Any,
+        now_ms: int,
+    ) -> bool:
+        """Send a new job's copies to `targets` (`header`: ours, with NOREPLY unless the
+        client waits); whether the client is answered now rather than once confirmed."""
+        me = self.membership.name
         if external:
             job.nodes_delivered = targets
         elif targets is self._others:  # shared: the codec checks it once for all
@@ -141,21 +214,15 @@ class Replication:
         # membership.send_to's checks, gathered with the copies of the jobs before.
         record = job_record(job, me, now_ms, for_bus=True)
         membership = self.membership
-        self.outbox.add(
-            membership.actions,
-            targets,
-            self._header(noreply=not synchronous),
-            record,
-            membership.takes_batches,
-        )
-        if not synchronous:
+        self.outbox.add(membership.actions, targets, header, record, membership.takes_batches)
+        if header.mflags & MFLAG_NOREPLY:  # ASYNC: nobody waits for the copies
             if external:
                 self._hand_over(job, targets, now_ms)
-            return job, True
+            return True
         job.nodes_confirmed = () if external else (me,)
         deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
         self.pending[job.id] = PendingAdd(job, token, deadline, now_ms + EXTRA_TARGET_MS)
-        return job, False
+        return False
 
     def _hand_over(self, job: Job, holders: tuple[bytes, ...], now_ms: int) -> None:
         """An externally replicated job: one of its holders is told to queue it (ENQUEUE,
@@ -168,20 +235,26 @@ class Replication:
 
     def _pick(self, count: int, exclude: tuple[bytes, ...] = ()) -> tuple[bytes, ...]:
         """`count` reachable nodes other than this one and `exclude`, at random."""
-        epoch = self.membership.epoch
-        if self._others_epoch != epoch:
-            # Listed again only when the view changes: every ADDJOB asks.
-            me = self.membership.name
-            reachable = self.membership.reachable()
-            self._others = tuple(node.name for node in reachable if node.name != me)
-            self._holders = (me, *self._others)
-            self._others_epoch = epoch
-        names = self._others
+        if self._others_epoch == self.membership.epoch:
+            names = self._others  # every ADDJOB asks: no call while the view holds
+        else:
+            names = self._reachable_others()
         if exclude:
             names = tuple(name for name in names if name not in exclude)
         if count >= len(names):
             return names  # all of them: no need to draw (REPLICATE 3 of 3 nodes)
         return tuple(self.rand.sample(names, count))
+
+    def _reachable_others(self) -> tuple[bytes, ...]:
+        epoch = self.membership.epoch
+        if self._others_epoch != epoch:
+            # Listed again only when the view changes.
+            me = self.membership.name
+            reachable = self.membership.reachable()
+            self._others = tuple(node.name for node in reachable if node.name != me)
+            self._holders = (me, *self._others)
+            self._others_epoch = epoch
+        return self._others
 
     def _header(self, noreply: bool) -> Header:
         header = self.membership.header()

@@ -51,7 +51,7 @@ class JobsMixin(CoreState):
     def add_job(self, args: AddJobArgs, now_ms: int) -> Job:
         """A new job from a client (REPLICATE None counts as 1 here)."""
         ttl_s, retry_s = self.job_times(args)
-        return self._add_job(args, ttl_s, retry_s, now_ms)
+        return self.add_checked(args, ttl_s, retry_s, now_ms)
 
     def job_times(self, args: AddJobArgs) -> tuple[int, int]:
         """(TTL, RETRY) in seconds, or Disque's error for options that can't go together."""
@@ -65,9 +65,11 @@ class JobsMixin(CoreState):
             retry_s = min(ttl_s // 10, MAX_DEFAULT_RETRY_S) or 1
         return ttl_s, retry_s
 
-    def _add_job(
+    def add_checked(
         self, args: AddJobArgs, ttl_s: int, retry_s: int, now_ms: int, wait_repl: bool = False
     ) -> Job:
+        """The job of an ADDJOB whose options passed their checks (job_times, and in a
+        cluster NodeCore.check_add); the queue's MAXLEN and PAUSE are checked here."""
         queue = self.queues.get(args.queue)
         if args.maxlen is not None and queue is not None and queue.count >= args.maxlen:
             raise CommandError(errors.MAXLEN)
@@ -190,7 +192,7 @@ class JobsMixin(CoreState):
         queue = self.queues.get(queue_name)
         job = Job(
             job_id,
-            queue_name if queue is None else queue.name,  # shared, as in _add_job
+            queue_name if queue is None else queue.name,  # shared, as in add_checked
             body,
             repl,
             ctime,

@@ -85,6 +85,14 @@ class NodeCore(Engine):
         """ADDJOB. With `wait_repl` the job is held in wait-repl (not queued) until the
         cluster's replication calls `replicated`. `external`: the REPLICATE copies are
         all to be made on other nodes (a leaving node always replicates externally)."""
+        ttl_s, retry_s = self.check_add(args, external)
+        return self.add_checked(args, ttl_s, retry_s, now_ms, wait_repl)
+
+    def check_add(self, args: AddJobArgs, external: bool = False) -> tuple[int, int]:
+        """What add_job checks before the job is made, for these options and this view of
+        the cluster: (TTL, RETRY) in seconds, or the CommandError. REPLICATE None is
+        resolved in `args`. A run of ADDJOBs with the same options checks once, then
+        makes each job with add_checked: nothing a job of the run does changes the answer."""
         repl = args.repl
         if repl is None:
             args.repl = repl = self.default_repl()
@@ -98,7 +106,7 @@ class NodeCore(Engine):
                     errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OUT_OF_MEMORY
                 )
             raise CommandError(errors.NOREPL_LEVEL)
-        return self._add_job(args, ttl_s, retry_s, now_ms, wait_repl)
+        return ttl_s, retry_s
 
     def get_job(self, args: GetJobArgs, token: Any, now_ms: int) -> list[Job] | Waiter:
         """GETJOB: the jobs taken, or the Waiter the client now blocks on."""

@@ -4,9 +4,11 @@ A producer pipelining jobs sends the same ADDJOB again and again with a new body
 the same queue): per job, the command table's checks (lookup, auth, arity), the option
 parsing and a new AddJobArgs are the same work each time. `Connection._run` gathers such
 a run (same argument count, same timeout and options, at most RUN_MAX_JOBS) and hands it
-here. The command is looked up and its options parsed once; each job then goes to the
-same cluster handler `cmd_jobs.addjob` calls, with the same memory check `Server.execute`
-makes, one reply or deferred slot per job in request order.
+here. The command is looked up and its options parsed once, and the cluster checks
+them once (`Replication.plan_adds`: TTL and RETRY, the replication level, the copies'
+targets and header); each job then goes to the same cluster handler `cmd_jobs.addjob`
+calls, with the same memory check `Server.execute` makes, one reply or deferred slot per
+job in request order.
 
 A run is planned (`plan_run`) as it is yielded, once the requests before it have run.
 Anything unusual leaves it unplanned, and its requests are yielded one by one to go
@@ -132,6 +134,8 @@ def run_addjobs(
     repl = args.repl
     core = server.core
     cluster = server.cluster
+    # The run's checks, targets and header, once (None: each job takes the whole path).
+    plan = cluster.replication.plan_adds(args)
     owed = ran = 0
     started = perf_counter_ns()
     for request in run:
@@ -157,7 +161,7 @@ def run_addjobs(
             args.body = request[2]
             args.repl = repl  # the handler resolves a default REPLICATE in place
             try:
-                reply = cluster.add_job(conn, args)
+                reply = cluster.add_job(conn, args, plan)
             except CommandError as exc:
                 reply = error(exc.message)
             except Exception as exc:  # a bug must cost one reply, as in Server.execute

@@ -38,7 +38,7 @@ from conveyor.cluster.messages import (
     Pause,
 )
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
-from conveyor.cluster.replication import EXTRA_TARGET_MS
+from conveyor.cluster.replication import EXTRA_TARGET_MS, AddPlan
 from conveyor.cluster.state import ClusterState
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
@@ -362,14 +362,20 @@ class ClusterDriver:
         self._run_actions(None)
         return None
 
-    def add_job(self, conn: Connection, args: AddJobArgs) -> bytes | None:
+    def add_job(
+        self, conn: Connection, args: AddJobArgs, plan: AddPlan | None = None
+    ) -> bytes | None:
         """ADDJOB with other nodes around: the reply, or None when it comes once the
-        copies are confirmed (into a ReplySlot of the connection; node/deferred.py)."""
+        copies are confirmed (into a ReplySlot of the connection; node/deferred.py).
+        `plan`: what a run of ADDJOBs with these options shares (Replication.plan_adds)."""
         # An ASYNC job is answered now whatever happens: it needs no slot.
         slot = None if args.asynchronous else ReplySlot(conn)
         # Its REPLJOBs go out from the server's after_io (flush) at the end of the
         # client's read, together with those of the ADDJOBs pipelined with it.
-        job, answered = self.replication.add_job(args, slot, self.server.now)
+        if plan is None:
+            job, answered = self.replication.add_job(args, slot, self.server.now)
+        else:
+            job, answered = self.replication.add_planned(plan, args, slot, self.server.now)
         if answered:
             return b"+%s\r\n" % job.id
         assert slot is not None  # only a synchronous ADDJOB waits for its copies
