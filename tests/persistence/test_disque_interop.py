@@ -232,13 +232,20 @@ SERVERS = {"disque": disque, "conveyor": conveyor}
 # -------------------------------------------------------------------------- comparisons
 
 
+# More than a kernel tick (4 ms at HZ=250, 10 ms at HZ=100): how far time(NULL) may lag.
+COARSE_CLOCK_LAG_S = 0.02
+
+
 def expiry_window(server: str, before: float, after: float, ttl: int) -> tuple[float, float]:
     """Where the job's absolute expiry (unix seconds) can be, given SHOW's ttl.
 
-    Both answer etime - now in whole seconds (Disque: etime - time(NULL)), so the ttl read
-    between `before` and `after` puts the expiry between these two seconds.
+    Both answer etime - now in whole seconds, so the ttl read between `before` and `after`
+    puts the expiry between these two seconds. Disque's now is time(NULL), which Linux
+    reads from the coarse clock: it turns to the next second up to a tick (a few ms) after
+    time.time() does, so just after a second began it may still give the one before.
     """
-    del server  # the same rule on both sides
+    if server == "disque":
+        before -= COARSE_CLOCK_LAG_S
     return ttl + math.floor(before), ttl + math.floor(after)
 
 
