@@ -8,7 +8,8 @@ serialized-job codec, and the effects a command produces. Layout:
   `blocking` and `acks` over `state.CoreState`;
 - `effects`: what a batch leaves for the driver; `args`: typed command arguments;
 - `job`, `queue`, `waiters`, `timers`, `scan`, `jobid`: the data structures;
-- `codec` and `records`: Disque's serialized job, for the AOF and the bus.
+- `codec` and `records`: Disque's serialized job, for the AOF and the bus;
+- `untracked`: jobs out of the cycle collector's sight (compiled only).
 Must not touch: sockets, asyncio, files, the wall clock or global randomness. Time (ms)
 and random sources are passed in, so a deterministic simulator can drive it.
 """
