@@ -156,11 +156,9 @@ class Replication:
         core = self.core
         if core.replicates_externally():
             return None
-        repl = args.repl
         try:
             ttl_s, retry_s = core.check_add(args)  # resolves REPLICATE None in args
         except CommandError:
-            args.repl = repl
             return None
         synchronous = args.repl > 1 and not args.asynchronous
         others = self._reachable_others()

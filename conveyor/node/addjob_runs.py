@@ -131,10 +131,10 @@ def run_addjobs(
     copies, the size of `out`: `out_bytes` is what it held before)."""
     server = conn.server
     command, args = run.command, run.args
-    repl = args.repl
     core = server.core
     cluster = server.cluster
     # The run's checks, targets and header, once (None: each job takes the whole path).
+    # A default REPLICATE, once resolved in `args`, is the same for every job of the run.
     plan = cluster.replication.plan_adds(args)
     owed = ran = 0
     started = perf_counter_ns()
@@ -159,7 +159,6 @@ def run_addjobs(
             ran += 1
             args.queue = request[1]
             args.body = request[2]
-            args.repl = repl  # the handler resolves a default REPLICATE in place
             try:
                 reply = cluster.add_job(conn, args, plan)
             except CommandError as exc:
