@@ -32,7 +32,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from conveyor.cluster.actions import Send
 from conveyor.cluster.batching import CopyOutbox, job_id_message
@@ -98,9 +98,9 @@ class AddPlan:
     headroom: int  # bytes the run may still add below the memory warning's threshold
 
 
-@dataclass(slots=True)
-class PendingAdd:
-    """A synchronous ADDJOB waiting for its copies."""
+class PendingAdd(NamedTuple):
+    """A synchronous ADDJOB waiting for its copies. Made with tuple.__new__ (every
+    synchronous job: a class's __init__ is a Python call) and replaced, not changed."""
 
     job: Job
     token: Any  # the client to answer
@@ -128,6 +128,8 @@ class Replication:
         self._holders: tuple[bytes, ...] = ()
         # known_names' last answer: (membership epoch, names asked, names known)
         self._last_known: tuple[int, tuple[bytes, ...], tuple[bytes, ...]] = (-1, (), ())
+        # Bound once: loading a method as a value makes a new bound method each time.
+        self._takes_batches = membership.takes_batches
 
     # -- ADDJOB ---------------------------------------------------------------------------
     def add_job(self, args: AddJobArgs, token: Any, now_ms: int) -> tuple[Job, bool]:
@@ -145,7 +147,7 @@ class Replication:
             return job, True
         targets = self._pick(args.repl if external else args.repl - 1)
         header = self._header(noreply=not synchronous)
-        answered = self._replicate(job, args, targets, external, header, token, now_ms)
+        answered = self._replicate(job, args, targets, external, header, synchronous, token, now_ms)
         return job, answered
 
     def plan_adds(self, args: AddJobArgs) -> AddPlan | None:
@@ -186,7 +188,9 @@ class Replication:
         targets = plan.targets
         if targets is None:
             targets = self._pick(repl - 1)
-        answered = self._replicate(job, args, targets, False, plan.header, token, now_ms)
+        answered = self._replicate(
+            job, args, targets, False, plan.header, synchronous, token, now_ms
+        )
         return job, answered
 
     def _replicate(
@@ -196,12 +200,15 @@ class Replication:
         targets: tuple[bytes, ...],
         external: bool,
         header: Header,
+        synchronous: bool,
         token: Any,
         now_ms: int,
     ) -> bool:
         """Send a new job's copies to `targets` (`header`: ours, with NOREPLY unless the
-        client waits); whether the client is answered now rather than once confirmed."""
-        me = self.membership.name
+        client waits: `synchronous`); whether the client is answered now rather than once
+        confirmed."""
+        # Not membership.name: a property is a Python call, on every job.
+        me = self.membership.myself.name
         if external:
             job.nodes_delivered = targets
         elif targets is self._others:  # shared: the codec checks it once for all
@@ -212,14 +219,16 @@ class Replication:
         # membership.send_to's checks, gathered with the copies of the jobs before.
         record = job_record(job, me, now_ms, for_bus=True)
         membership = self.membership
-        self.outbox.add(membership.actions, targets, header, record, membership.takes_batches)
-        if header.mflags & MFLAG_NOREPLY:  # ASYNC: nobody waits for the copies
+        self.outbox.add(membership.actions, targets, header, record, self._takes_batches)
+        if not synchronous:  # ASYNC: nobody waits for the copies
             if external:
                 self._hand_over(job, targets, now_ms)
             return True
         job.nodes_confirmed = () if external else (me,)
         deadline = now_ms + args.timeout_ms if args.timeout_ms else 0
-        self.pending[job.id] = PendingAdd(job, token, deadline, now_ms + EXTRA_TARGET_MS)
+        self.pending[job.id] = _tuple_new(
+            PendingAdd, (job, token, deadline, now_ms + EXTRA_TARGET_MS)
+        )
         return False
 
     def _hand_over(self, job: Job, holders: tuple[bytes, ...], now_ms: int) -> None:
@@ -291,7 +300,7 @@ class Replication:
                 self._delete_everywhere(job, now_ms)
                 self._answer(pending, CommandError(NOREPL_TIMEOUT))
             elif now_ms >= pending.next_target_ms:
-                pending.next_target_ms = now_ms + EXTRA_TARGET_MS
+                self.pending[job_id] = pending._replace(next_target_ms=now_ms + EXTRA_TARGET_MS)
                 self._add_target(job, now_ms)
 
     def _add_target(self, job: Job, now_ms: int) -> None:

@@ -19,3 +19,18 @@ cdef unsigned long long _u64_at(ubytes chars, Py_ssize_t pos)
                joblen=cython.Py_ssize_t, qlen=cython.Py_ssize_t, blen=cython.Py_ssize_t,
                count=cython.Py_ssize_t, byte40=cython.int, last_names=bytes, chars=ubytes)
 cpdef tuple _decode_bytes(bytes data, Py_ssize_t offset, Py_ssize_t base)
+
+# encode_job's writer (compiled only): each argument converted to its field's C type at
+# the call, raising OverflowError when out of range; the record written in place.
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+
+@cython.locals(qlen=cython.Py_ssize_t, blen=cython.Py_ssize_t, out=bytes, p=cython.p_uchar)
+cdef bytes _write_record(Py_ssize_t joblen, bytes job_id, unsigned char state_byte,
+                         unsigned char flags, unsigned short repl, unsigned int etime,
+                         unsigned long long ctime, unsigned int delay, unsigned int retry,
+                         unsigned short nacks, unsigned short deliveries, bytes queue,
+                         bytes body, bytes nodes_area)
+cdef void _put_u16(unsigned char* p, unsigned short value) noexcept
+cdef void _put_u32(unsigned char* p, unsigned int value) noexcept
+cdef void _put_u64(unsigned char* p, unsigned long long value) noexcept

@@ -9,9 +9,11 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given
 
-from conveyor.core.codec import CodecError, decode_job, decode_jobs, encode_job
-from tests.core.test_codec import fixture_record
+from conveyor.core import codec
+from conveyor.core.codec import CodecError, JobRecord, decode_job, decode_jobs, encode_job
+from tests.core.test_codec import PROPERTY, RECORDS, fixture_record
 
 
 def _with_prefix(body: bytes, joblen: int) -> bytes:
@@ -120,3 +122,46 @@ def test_any_buffer_decodes_as_bytes_do_with_the_same_offsets() -> None:
         assert _outcome(memoryview(data), len(prefix)) == expected, case
         assert _outcome(bytearray(data), len(prefix)) == expected, case
     assert errors > 200  # the error paths were taken (261), with their offsets
+
+
+def _packed_field_by_field(record: JobRecord) -> bytes:
+    """The layout of the module docstring, packed here on its own: the oracle."""
+    struct_part = struct.pack(
+        "<40sBBHIQIIHHI",
+        record.id,
+        record.state | record.gc_retry << 4,
+        record.flags,
+        record.repl,
+        record.etime,
+        record.ctime,
+        record.delay,
+        record.retry,
+        record.nacks,
+        record.additional_deliveries,
+        len(record.queue),
+    )
+    rest = (
+        bytes(record.queue)
+        + struct.pack("<I", len(record.body))
+        + bytes(record.body)
+        + struct.pack("<I", len(record.nodes))
+        + b"".join(record.nodes)
+    )
+    return struct.pack("<I", len(struct_part) + len(rest)) + struct_part + rest
+
+
+@PROPERTY
+@given(RECORDS)
+def test_encoding_is_the_layout_packed_field_by_field(record: JobRecord) -> None:
+    # Compiled, encode_job writes the bytes in place (_write_record); pure Python packs
+    # them with struct. Both must give the layout, whichever this run loaded.
+    assert encode_job(record) == _packed_field_by_field(record)
+    # A queue or body that is not exactly bytes takes the struct path, same bytes.
+    odd = record._replace(queue=bytearray(record.queue), body=memoryview(record.body))
+    assert encode_job(odd) == _packed_field_by_field(record)
+
+
+def test_the_writer_runs_only_where_it_was_compiled() -> None:
+    import conveyor.compiled as compiled
+
+    assert (compiled.status.get("conveyor.core.codec") == "compiled") == codec.COMPILED
