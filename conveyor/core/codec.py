@@ -168,20 +168,8 @@ def encode_job(record: JobRecord) -> bytes:
         except OverflowError:
             pass  # a field out of its range: the pack below says which
     try:
-        head = _pack_head(
-            joblen,
-            job_id,
-            state | gc_retry << 4,
-            flags,
-            repl,
-            etime,
-            ctime,
-            delay,
-            retry,
-            nacks,
-            deliveries,
-            qlen,
-        )
+        # flags .. additional deliveries, in the record's order and the struct's.
+        head = _pack_head(joblen, job_id, state | gc_retry << 4, *record[3:11], qlen)
     except struct.error as exc:
         # Diagnose only on failure, to keep the common path a single pack call.
         raise _int_field_error(record) from exc
