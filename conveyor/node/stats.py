@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +48,9 @@ def release_free_memory() -> None:
     global _malloc_trim
     if _malloc_trim is False:
         try:
-            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+            # The process's own symbols (dlopen(NULL)) include libc's. find_library("c")
+            # would run `/sbin/ldconfig -p` in a subprocess from inside a running node.
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
         except (OSError, AttributeError):
             _malloc_trim = None
     if _malloc_trim:
