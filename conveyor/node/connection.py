@@ -2,7 +2,8 @@
 
 A `Connection` parses its bytes, runs each request and writes all replies of one read in
 a single `write`, so pipelined clients cost one syscall per batch. While its GETJOB is
-blocked, later requests wait in `pending` and run in order once it is answered.
+blocked, or its ADDJOBs' replies wait for their copies, later requests wait in `pending`
+and run in order once it is answered (node/held.py).
 
 Client buffers are bounded and counted (server.py keeps the totals): the output the
 client has not read yet (`obuf`, tracked only while the transport holds more than its
@@ -31,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
 from conveyor.node.addjob_runs import AddJobRun, gather_runs, plan_run, run_addjobs
-from conveyor.node.deferred import DeferredReplies, ReplySlot
+from conveyor.node.deferred import DeferredReplies
+from conveyor.node.held import NOTHING_HELD, HeldWork
 from conveyor.node.keepalive import set_keepalive
 from conveyor.protocol.requests import ProtocolError, RequestParser
 from conveyor.protocol.resp import error
@@ -50,8 +52,6 @@ TURN_REPLY_BYTES = 1 << 20
 MID_READ_CHECK_JOBS = 8
 # How long a connection closing after a protocol error waits for its client to close.
 LINGER_S = 2.0
-# Per-request overhead of a multi-bulk request, counted for requests held in `pending`.
-_PENDING_OVERHEAD = 16
 
 
 class _FirstRead(Exception):
@@ -74,8 +74,6 @@ class _NoParserYet(RequestParser):
 
 
 _NO_PARSER_YET = _NoParserYet()
-# `pending` of every connection that never held a request (hold() gives it its own).
-_NOTHING_HELD: deque[list[bytes]] = deque()
 
 
 def now_ms() -> int:
@@ -83,7 +81,7 @@ def now_ms() -> int:
     return int(time.time() * 1000.0)
 
 
-class Connection(asyncio.Protocol):
+class Connection(HeldWork, asyncio.Protocol):
     __slots__ = (
         "addr",
         "auth_failures",
@@ -127,8 +125,8 @@ class Connection(asyncio.Protocol):
         # The last one, emptied: kept for the next (at -P 1 every ADDJOB defers its reply).
         self.deferred_spare: DeferredReplies | None = None
         # Requests pipelined behind a blocked GETJOB, run in order once it is answered
-        # (the shared empty _NOTHING_HELD until the first one: most connections hold none).
-        self.pending: deque[list[bytes]] = _NOTHING_HELD
+        # (the shared empty NOTHING_HELD until the first one: most connections hold none).
+        self.pending: deque[list[bytes]] = NOTHING_HELD
         self.pending_bytes = 0  # their size, part of qbuf
         self.closed = False
         # The rest of a read, see _run.
@@ -325,17 +323,6 @@ class Connection(asyncio.Protocol):
         elif not held and self.next_turn is None and not transport.is_reading():
             transport.resume_reading()
 
-    def hold(self, request: list[bytes]) -> None:
-        """Keep a request pipelined behind a blocked GETJOB; its bytes count as qbuf."""
-        if self.pending is _NOTHING_HELD:  # never appended to: it is every idle client's
-            self.pending = deque()
-        self.pending.append(request)
-        size = _PENDING_OVERHEAD * len(request)
-        for arg in request:
-            size += len(arg)
-        self.pending_bytes += size
-        self.server.query_buffer_changed(self)
-
     # -- helpers ---------------------------------------------------------------------------
     def set_authenticated(self, authenticated: bool) -> None:
         self.authenticated = authenticated
@@ -396,56 +383,3 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
-
-    def resume_after_block(self) -> None:
-        """The blocked GETJOB was answered: run what was pipelined behind it."""
-        out: list[bytes] = []
-        pending = self.pending
-        while pending and self.waiter is None and not self.closed:
-            deferred = self.deferred
-            if deferred is not None and not deferred.admits(pending[0]):
-                break
-            request = pending.popleft()
-            size = _PENDING_OVERHEAD * len(request)
-            for arg in request:
-                size += len(arg)
-            self.pending_bytes -= size
-            reply = self.server.execute(self, request)
-            if reply is None:
-                if deferred is None and self.deferred is not None and out:
-                    self.write(b"".join(out))
-                    out.clear()
-            elif deferred is not None:
-                deferred.add_ready(self, reply)
-            else:
-                out.append(reply)
-        if not pending:
-            self.pending_bytes = 0
-        self.server.query_buffer_changed(self)
-        if out:
-            self.write(b"".join(out))
-
-    # -- replies owed to ADDJOBs waiting for their copies ------------------------------------
-    def defer(self, slot: ReplySlot) -> None:
-        """The request being run answers later, into `slot`."""
-        deferred = self.deferred
-        if deferred is None:
-            deferred = self.deferred = self.deferred_spare or DeferredReplies()
-        deferred.add_waiting(slot)
-
-    def fill(self, slot: ReplySlot, value: bytes) -> bytes:
-        """A deferred reply is known: the replies now ready to send, in order (the
-        caller writes them, once for all the slots a batch filled, then `drained`)."""
-        deferred = self.deferred
-        if deferred is None or self.closed:
-            return b""
-        return deferred.fill(slot, value)
-
-    def drained(self) -> None:
-        """After writing what `fill` returned: once nothing is owed, run what waited."""
-        deferred = self.deferred
-        if deferred is not None and not deferred.slots:
-            self.deferred = None
-            self.deferred_spare = deferred
-            if self.pending:
-                self.resume_after_block()

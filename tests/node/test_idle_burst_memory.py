@@ -15,13 +15,13 @@ from pathlib import Path
 from conveyor.node import connection as connection_module
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection
+from conveyor.node.held import NOTHING_HELD
 from conveyor.node.server import Server
 from conveyor.protocol.requests import RequestParser
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 # What every connection shares until it needs its own.
 NO_PARSER = connection_module._NO_PARSER_YET
-NOTHING_HELD = connection_module._NOTHING_HELD
 
 
 class FakeTransport:
