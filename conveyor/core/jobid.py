@@ -41,7 +41,13 @@ class JobIdGenerator:
         suffix = self._suffixes.get((ttl_s, retry_s))
         if suffix is None:
             suffix = self.suffix_for(ttl_s, retry_s)
-        return self.next_id_with_suffix(suffix)
+        # next_id_with_suffix's body: one call less a job.
+        start = self._next
+        if start >= _BLOCK_CHARS:
+            self._draw()
+            start = 0
+        end = self._next = start + _RANDOM_CHARS
+        return b"".join((self._prefix, self._chars[start:end], suffix))
 
     def suffix_for(self, ttl_s: int, retry_s: int) -> bytes:
         """The `-05a1` tail of IDs for these times (formatted once per distinct pair)."""

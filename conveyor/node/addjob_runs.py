@@ -20,7 +20,7 @@ once per run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from conveyor.protocol.requests import ProtocolError
 from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
+    from conveyor.cluster.replication import AddPlan
     from conveyor.node.commands import Command
     from conveyor.node.connection import Connection
 
@@ -129,16 +130,34 @@ def run_addjobs(
     appended to `out` (or behind replies still owed), requests held behind a blocked
     GETJOB or a full line of owed replies. Returns (the jobs now waiting for their
     copies, the size of `out`: `out_bytes` is what it held before)."""
-    server = conn.server
-    command, args = run.command, run.args
-    core = server.core
-    cluster = server.cluster
+    command = run.command
     # The run's checks, targets and header, once (None: each job takes the whole path).
     # A default REPLICATE, once resolved in `args`, is the same for every job of the run.
-    plan = cluster.replication.plan_adds(args)
-    owed = ran = 0
+    plan = conn.server.cluster.replication.plan_adds(run.args)
     started = perf_counter_ns()
-    for request in run:
+    owed, out_bytes, ran = add_jobs(conn, run, command, run.args, plan, out, out_bytes)
+    command.calls += ran
+    command.nanoseconds += perf_counter_ns() - started
+    return owed, out_bytes
+
+
+def add_jobs(
+    conn: Connection,
+    requests: Sequence[list[bytes]],
+    command: Command,
+    args: AddJobArgs,
+    plan: AddPlan | None,
+    out: list[bytes],
+    out_bytes: int,
+) -> tuple[int, int, int]:
+    """The jobs of `requests`, ADDJOBs of `conn` with the options in `args`, added with
+    `plan` (see run_addjobs); returns (jobs waiting for their copies, the size of `out`,
+    jobs the handler ran: the command's count)."""
+    server = conn.server
+    core = server.core
+    cluster = server.cluster
+    owed = ran = 0
+    for request in requests:
         deferred = conn.deferred
         if (
             conn.waiter is not None
@@ -179,6 +198,4 @@ def run_addjobs(
             out_bytes += len(reply)
         if conn.closed:
             break
-    command.calls += ran
-    command.nanoseconds += perf_counter_ns() - started
-    return owed, out_bytes
+    return owed, out_bytes, ran

@@ -266,6 +266,11 @@ class ClusterDriver:
         elif self._flush_soon is None:
             self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
 
+    def send_pending(self) -> None:
+        """What flush() left for the end of the turn goes now (the turn's ADDJOBs ran)."""
+        if self._flush_soon is not None:
+            self._send_now()
+
     def pending_actions(self) -> int:
         """Messages waiting to be sent, the gathered copies counted one per job and node."""
         return len(self.membership.actions) + self.replication.outbox.extra_sends

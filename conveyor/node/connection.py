@@ -28,11 +28,12 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from functools import partial
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
 from conveyor.node.addjob_runs import AddJobRun, gather_runs, plan_run, run_addjobs
-from conveyor.node.deferred import DeferredReplies
+from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING, DeferredReplies
 from conveyor.node.held import NOTHING_HELD, HeldWork
 from conveyor.node.keepalive import set_keepalive
 from conveyor.protocol.requests import ProtocolError, RequestParser
@@ -76,6 +77,12 @@ class _NoParserYet(RequestParser):
 _NO_PARSER_YET = _NoParserYet()
 
 
+def _raising(exc: ProtocolError) -> Iterator[list[bytes]]:
+    """The rest of a read whose parser failed: `_run` answers the error."""
+    raise exc
+    yield  # a generator: raises when iterated, as the parser did
+
+
 def now_ms() -> int:
     # A float factor: float * int is not specialised by the interpreter, float * float is.
     return int(time.time() * 1000.0)
@@ -91,6 +98,7 @@ class Connection(HeldWork, asyncio.Protocol):
         "deferred",
         "deferred_spare",
         "id",
+        "in_turn",
         "laddr",
         "last_io_ms",
         "lib_name",
@@ -131,6 +139,8 @@ class Connection(HeldWork, asyncio.Protocol):
         self.closed = False
         # The rest of a read, see _run.
         self.next_turn: Iterator[list[bytes] | AddJobRun] | None = None
+        # An ADDJOB of this client waits for the end of the loop's turn (node/turn_adds.py).
+        self.in_turn = False
         self.id = 0
         self.name = b""
         self.addr = ""
@@ -191,6 +201,8 @@ class Connection(HeldWork, asyncio.Protocol):
         if self.closed:
             return  # closing after a protocol error: what follows is dropped unread
         server = self.server
+        if self.in_turn:  # its ADDJOB left for the end of the turn runs before this read
+            server.turn_adds.run()
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
         try:
@@ -203,12 +215,49 @@ class Connection(HeldWork, asyncio.Protocol):
             requests = self.parser.feed(data)
         # find(), not `in`: bytes' `in` tries its argument as an int first and formats
         # the TypeError that fails (~2k instructions a read).
-        if server.core.cluster_size > 1 and self.authenticated and data.find(b"\r\n*") >= 0:
-            # A producer's pipelined ADDJOBs run a few dozen at a time (node/addjob_runs.py).
-            # Only for a read that seems to hold several requests (a second array header):
-            # gathering costs a read of one request more than it saves.
-            requests = gather_runs(requests, partial(plan_run, self))
+        if server.core.cluster_size > 1 and self.authenticated:
+            if data.find(b"\r\n*") >= 0:
+                # A producer's pipelined ADDJOBs run a few dozen at a time
+                # (node/addjob_runs.py). Only for a read that seems to hold several
+                # requests (a second array header): gathering costs a read of one
+                # request more than it saves.
+                requests = gather_runs(requests, partial(plan_run, self))
+            else:
+                self._run_single(requests)
+                return
         self._run(requests)
+
+    def _run_single(self, requests: Iterator[list[bytes]]) -> None:
+        """A read that seems to hold one request at most (one array header): an ADDJOB
+        that would run now waits for the end of the turn, to run with the others of
+        this turn (node/turn_adds.py); anything else runs as `_run` runs it."""
+        server = self.server
+        try:
+            for request in requests:
+                if (
+                    not self.in_turn
+                    and request[0] in ADDJOB_SPELLINGS
+                    and len(request) >= 4  # else the command table's arity error
+                    and self.waiter is None
+                    and not self.pending
+                    and (self.deferred is None or len(self.deferred.slots) < MAX_OUTSTANDING)
+                ):
+                    server.turn_adds.add(self, request)
+                    continue
+                if self.in_turn:  # a request after the ADDJOB left (inline): it runs first
+                    server.turn_adds.run()
+                self._run(chain((request,), requests))
+                return
+        except ProtocolError as exc:
+            if self.in_turn:  # its ADDJOB is answered before the error
+                server.turn_adds.run()
+            self._run(_raising(exc))
+            return
+        # Nothing ran: no effects to carry out (after_io) before the turn's run.
+        partial = self.parser.buffered_bytes()
+        if partial != self.partial_bytes:
+            self.partial_bytes = partial
+            server.query_buffer_changed(self)
 
     def _run(self, requests: Iterator[list[bytes] | AddJobRun]) -> None:
         """Run the requests of one read, at most one turn's worth (TURN_REQUESTS, or
@@ -284,6 +333,10 @@ class Connection(HeldWork, asyncio.Protocol):
                 server.query_buffer_changed(self)
         # Even after a protocol error: the requests before it may have woken others.
         server.after_io()
+
+    def run_requests(self, requests: tuple[list[bytes], ...]) -> None:
+        """Run requests of this client left for later, as its read would have run them."""
+        self._run(iter(requests))
 
     def _yield_turn(self, requests: Iterator[list[bytes] | AddJobRun]) -> None:
         transport = self.transport

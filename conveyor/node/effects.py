@@ -96,9 +96,13 @@ class CoreEffects:
                 token, value = effect
                 data = error(value.message) if isinstance(value, CommandError) else value
                 if type(token) is ReplySlot:  # an ADDJOB's copies are confirmed
-                    ready = token.conn.fill(token, data)
+                    conn = token.conn
+                    deferred = conn.deferred
+                    if deferred is None or conn.closed:
+                        continue  # the client left: nobody to answer
+                    ready = deferred.fill(token, data)
                     if ready:
-                        filled.setdefault(token.conn, []).append(ready)
+                        filled.setdefault(conn, []).append(ready)
                     continue
                 conn = token
                 conn.write(data)

@@ -92,18 +92,12 @@ class HeldWork:
         deferred = self.deferred
         if deferred is None:
             deferred = self.deferred = self.deferred_spare or DeferredReplies()
-        deferred.add_waiting(slot)
-
-    def fill(self, slot: ReplySlot, value: bytes) -> bytes:
-        """A deferred reply is known: the replies now ready to send, in order (the
-        caller writes them, once for all the slots a batch filled, then `drained`)."""
-        deferred = self.deferred
-        if deferred is None or self.closed:
-            return b""
-        return deferred.fill(slot, value)
+        deferred.slots.append(slot)  # add_waiting's body: one call less a job
+        deferred.waiting += 1
 
     def drained(self) -> None:
-        """After writing what `fill` returned: once nothing is owed, run what waited."""
+        """After writing the replies a batch filled (DeferredReplies.fill, from
+        CoreEffects._deliver_replies): once nothing is owed, run what waited."""
         deferred = self.deferred
         if deferred is not None and not deferred.slots:
             self.deferred = None

@@ -35,6 +35,7 @@ from conveyor.node.consumers import JobEventConsumers
 from conveyor.node.effects import CoreEffects
 from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.stats import Stats, rss_bytes
+from conveyor.node.turn_adds import TurnAdds
 from conveyor.protocol.resp import (
     error,
 )
@@ -89,6 +90,7 @@ class Server(ClientBuffers, JobEventConsumers, CoreEffects):
         self._event_log_timer: asyncio.TimerHandle | None = None
         self._configure_event_log()
         self.cluster = ClusterDriver(self)
+        self.turn_adds = TurnAdds(self)
 
     @classmethod
     def from_config(cls, config: Config) -> Server:
@@ -278,6 +280,8 @@ class Server(ClientBuffers, JobEventConsumers, CoreEffects):
         self.stats.connections_received += 1
 
     def client_disconnected(self, conn: Connection) -> None:
+        if conn.in_turn:  # its last request was read: it runs, as it would have at once
+            self.turn_adds.run()
         self.clients.pop(conn.id, None)
         self._forget_buffers(conn)
         if conn.waiter is not None:
