@@ -95,7 +95,8 @@ class BusLink(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_handle: asyncio.Handle | None = None
-        loop = asyncio.get_running_loop()
+        # Kept: asyncio.get_running_loop() makes a getpid() system call in CPython 3.11.
+        self._loop = loop = asyncio.get_running_loop()
         self.ctime = loop.time()  # Disque's link->ctime: membership times PONGs against it
         self._lost: asyncio.Future[None] = loop.create_future()
 
@@ -150,7 +151,7 @@ class BusLink(asyncio.Protocol):
         if self._flush_handle is None:
             # One write per loop iteration however many messages: fewer syscalls under
             # load. The owner may flush sooner (BusTransport.flush).
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+            self._flush_handle = self._loop.call_soon(self._flush)
             self._owner.unflushed.add(self)
         return True
 

@@ -91,7 +91,8 @@ class JobsMixin(CoreState):
             # Held, not queued, until enough nodes confirmed their copy (`replicated`);
             # only its TTL can end it meanwhile.
             job.state = WAIT_REPL
-            self._changed(EV_ADDED, job, now_ms)
+            if self.job_events is not None:  # _changed, without its call when nobody reads
+                self._changed(EV_ADDED, job, now_ms)
             self.timers.file_job(job, job.etime, now_ms)
             return job
         self._changed(EV_ADDED, job, now_ms)
@@ -109,7 +110,8 @@ class JobsMixin(CoreState):
         """A job held in wait-repl reached its replication level: active, and queued now
         or after its DELAY (counted from now, as Disque does)."""
         job.state = ACTIVE
-        self._changed(EV_REPLICATED, job, now_ms)
+        if self.job_events is not None:  # _changed, without its call when nobody reads
+            self._changed(EV_REPLICATED, job, now_ms)
         # _schedule_first_queueing, one call less on every synchronous ADDJOB.
         if job.delay:
             job.qtime = now_ms + job.delay * 1000

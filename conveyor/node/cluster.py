@@ -242,7 +242,8 @@ class ClusterDriver:
         if not self._after_io_soon:
             # Once for every message of this read: the clients' replies leave together.
             self._after_io_soon = True
-            asyncio.get_running_loop().call_soon(self._after_messages)
+            # The server's loop: get_running_loop() makes a getpid() system call (3.11).
+            (self.server.loop or asyncio.get_running_loop()).call_soon(self._after_messages)
 
     def _after_messages(self) -> None:
         self._after_io_soon = False
@@ -264,7 +265,8 @@ class ClusterDriver:
         ):
             self._send_now()  # a federation push moves a batch: the other node may start
         elif self._flush_soon is None:
-            self._flush_soon = asyncio.get_running_loop().call_soon(self._send_now)
+            loop = self.server.loop or asyncio.get_running_loop()
+            self._flush_soon = loop.call_soon(self._send_now)
 
     def send_pending(self) -> None:
         """What flush() left for the end of the turn goes now (the turn's ADDJOBs ran)."""

@@ -52,7 +52,8 @@ class TurnAdds:
         conn.in_turn = True
         if not self.scheduled:
             self.scheduled = True
-            asyncio.get_running_loop().call_soon(self.run)
+            # The server's loop: get_running_loop() makes a getpid() system call (3.11).
+            (self.server.loop or asyncio.get_running_loop()).call_soon(self.run)
 
     def run(self) -> None:
         """Run the ADDJOBs left this turn, then carry out their effects once."""
