@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.core.waiters import Waiter
 from conveyor.node.addjob_runs import AddJobRun, gather_runs, plan_run, run_addjobs
-from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING, DeferredReplies
+from conveyor.node.deferred import DeferredReplies
 from conveyor.node.held import NOTHING_HELD, HeldWork
 from conveyor.node.keepalive import set_keepalive
 from conveyor.protocol.requests import ProtocolError, RequestParser
@@ -72,6 +72,9 @@ class _NoParserYet(RequestParser):
 
     def feed(self, data: bytes) -> Iterator[list[bytes]]:
         raise _FirstRead
+
+    def feed_one(self, data: bytes) -> list[bytes] | None:
+        return None  # feed() makes the connection's parser
 
 
 _NO_PARSER_YET = _NoParserYet()
@@ -205,6 +208,15 @@ class Connection(HeldWork, asyncio.Protocol):
             server.turn_adds.run()
         server.stats.net_input_bytes += len(data)
         server.now = self.last_io_ms = now_ms()
+        # find(), not `in`: bytes' `in` tries its argument as an int first and formats
+        # the TypeError that fails (~2k instructions a read).
+        single = server.core.cluster_size > 1 and self.authenticated and data.find(b"\r\n*") < 0
+        if single:  # one request at most (one array header): an ADDJOB runs with the turn's
+            request = self.parser.feed_one(data)  # None for anything unusual, or a first read
+            if request is not None:
+                if not server.turn_adds.offer(self, request):
+                    self._run(iter((request,)))
+                return
         try:
             requests = self.parser.feed(data)
         except _FirstRead:  # raised before any request ran: nothing to undo
@@ -213,18 +225,14 @@ class Connection(HeldWork, asyncio.Protocol):
                 server.config["proto-max-bulk-len"], authenticated=self.authenticated
             )
             requests = self.parser.feed(data)
-        # find(), not `in`: bytes' `in` tries its argument as an int first and formats
-        # the TypeError that fails (~2k instructions a read).
+        if single:
+            self._run_single(requests)
+            return
         if server.core.cluster_size > 1 and self.authenticated:
-            if data.find(b"\r\n*") >= 0:
-                # A producer's pipelined ADDJOBs run a few dozen at a time
-                # (node/addjob_runs.py). Only for a read that seems to hold several
-                # requests (a second array header): gathering costs a read of one
-                # request more than it saves.
-                requests = gather_runs(requests, partial(plan_run, self))
-            else:
-                self._run_single(requests)
-                return
+            # A producer's pipelined ADDJOBs run a few dozen at a time (node/addjob_runs.py).
+            # Only for a read that seems to hold several requests (a second array header):
+            # gathering costs a read of one request more than it saves.
+            requests = gather_runs(requests, partial(plan_run, self))
         self._run(requests)
 
     def _run_single(self, requests: Iterator[list[bytes]]) -> None:
@@ -234,15 +242,7 @@ class Connection(HeldWork, asyncio.Protocol):
         server = self.server
         try:
             for request in requests:
-                if (
-                    not self.in_turn
-                    and request[0] in ADDJOB_SPELLINGS
-                    and len(request) >= 4  # else the command table's arity error
-                    and self.waiter is None
-                    and not self.pending
-                    and (self.deferred is None or len(self.deferred.slots) < MAX_OUTSTANDING)
-                ):
-                    server.turn_adds.add(self, request)
+                if server.turn_adds.offer(self, request):
                     continue
                 if self.in_turn:  # a request after the ADDJOB left (inline): it runs first
                     server.turn_adds.run()

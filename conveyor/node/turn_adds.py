@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.node.addjob_runs import add_jobs, plan_run
 from conveyor.node.connection import now_ms
+from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
 
 if TYPE_CHECKING:
     from conveyor.node.connection import Connection
@@ -46,14 +47,27 @@ class TurnAdds:
         self.entries: list[tuple[Connection, list[bytes]]] = []
         self.scheduled = False
 
-    def add(self, conn: Connection, request: list[bytes]) -> None:
-        """Leave `conn`'s ADDJOB for this turn's run (the read held nothing else)."""
+    def offer(self, conn: Connection, request: list[bytes]) -> bool:
+        """Leave `conn`'s request for this turn's run if it is an ADDJOB that would run
+        now (nothing of this client waits); whether it was left. The read held nothing
+        before it, and the connection runs what comes after it (if anything) first."""
+        deferred = conn.deferred
+        if (
+            conn.in_turn
+            or request[0] not in ADDJOB_SPELLINGS
+            or len(request) < 4  # the command table's arity error
+            or conn.waiter is not None
+            or conn.pending
+            or (deferred is not None and len(deferred.slots) >= MAX_OUTSTANDING)
+        ):
+            return False
         self.entries.append((conn, request))
         conn.in_turn = True
         if not self.scheduled:
             self.scheduled = True
             # The server's loop: get_running_loop() makes a getpid() system call (3.11).
             (self.server.loop or asyncio.get_running_loop()).call_soon(self.run)
+        return True
 
     def run(self) -> None:
         """Run the ADDJOBs left this turn, then carry out their effects once."""

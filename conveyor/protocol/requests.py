@@ -195,6 +195,35 @@ class RequestParser:
         """
         return len(self._line) + self._inline_len + self._held + self._have
 
+    def feed_one(self, data: bytes) -> list[bytes] | None:
+        """The request `data` holds when it is exactly one whole multi-bulk request that
+        hiredis parses, from a request boundary; else None, having consumed nothing:
+        `feed(data)` then parses it as always. A read of one request (a client waiting
+        for each reply) costs ~0.4 µs less than through feed's generator."""
+        reader = self._hiredis
+        if (
+            reader is None
+            or not self.authenticated
+            or self._args is not None
+            or self._line
+            or self._inline_len
+            or data[:1] != b"*"
+            or len(data) > self.max_bulk_bytes  # so no bulk in it can be over the limit
+        ):
+            return None
+        reader.feed(data)
+        try:
+            request = reader.gets()
+            # pos is where it ended, or 0 when hiredis dropped the bytes before it.
+            if type(request) is list and request and reader.len() == self._position[0]:
+                _join_check(request)  # strings only (TypeError otherwise)
+                return request
+        except (hiredis.ProtocolError, TypeError):
+            pass
+        # Anything else: a fresh reader holds nothing, and feed() starts over.
+        self._hiredis, self._position = _new_hiredis()  # type: ignore[misc]
+        return None
+
     def feed(self, data: bytes) -> Iterator[list[bytes]]:
         """Yield every complete request in data (plus what was buffered before).
 

@@ -110,6 +110,26 @@ def test_resp_oracle_catches_a_parser_that_splits_differently(
         fuzz_resp.check_stream(b"PING\r\nPING\r\nPING\r\n", [6])
 
 
+def test_resp_oracle_catches_a_feed_one_that_drops_the_rest_of_a_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class TakesTheFirst:
+        def __init__(self) -> None:
+            self.real = real()
+
+        def feed(self, data: bytes):  # type: ignore[no-untyped-def]
+            return self.real.feed(data)
+
+        def feed_one(self, data: bytes) -> list[bytes] | None:
+            requests = list(self.real.feed(data))
+            return requests[0] if requests else None
+
+    real = fuzz_resp.make_parser
+    monkeypatch.setattr(fuzz_resp, "make_parser", TakesTheFirst)
+    with pytest.raises(Violation, match="whole vs pieces differ"):
+        fuzz_resp.check_stream(b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n", [])
+
+
 def test_reply_validator() -> None:
     assert check_reply(b"+OK\r\n:1\r\n$3\r\nabc\r\n*2\r\n$-1\r\n*-1\r\n-ERR x\r\n") == 5
     assert check_reply(b"%1\r\n$1\r\na\r\n_\r\n=7\r\ntxt:abc\r\n", resp3=True) == 2

@@ -417,3 +417,78 @@ def test_pipelined_requests_split_across_reads_stay_on_the_fast_path() -> None:
     for factory in PARSERS:
         parser = factory()
         assert feed_all(parser, list(_chunks(stream, 65536))) == requests
+
+
+# -- feed_one: a read of exactly one request, without the generator ---------------------------
+
+
+def feed_one_first(parser: RequestParser, chunks: list[bytes]) -> list[list[bytes]]:
+    """As a connection reads: feed_one, and feed when it declines."""
+    requests: list[list[bytes]] = []
+    for chunk in chunks:
+        one = parser.feed_one(chunk)
+        if one is not None:
+            requests.append(one)
+        else:
+            requests.extend(parser.feed(chunk))
+    return requests
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=requests_and_stream(), cuts=st.lists(st.integers(0, 10_000), max_size=8))
+def test_feed_one_then_feed_gives_the_same_requests(
+    case: tuple[list[list[bytes]], bytes], cuts: list[int]
+) -> None:
+    expected, stream = case
+    for factory in PARSERS:
+        parser = factory()
+        assert feed_one_first(parser, split_at(stream, cuts)) == expected
+        assert parser.buffered_bytes() == 0
+
+
+def test_feed_one_takes_reads_of_one_request_and_declines_the_rest() -> None:
+    parser = RequestParser()
+    # Sizes around hiredis' buffer compaction (at 1 KiB consumed) and across it.
+    requests = [[b"ADDJOB", b"q", b"x" * (i * 37 % 3000), b"0"] for i in range(3000)]
+    assert [parser.feed_one(encode(*request)) for request in requests] == requests
+    one = encode(b"PING")
+    assert parser.feed_one(one + one) is None  # two requests
+    assert list(parser.feed(one + one)) == [[b"PING"], [b"PING"]]
+    assert parser.feed_one(one[:5]) is None  # a part of one
+    assert list(parser.feed(one[:5])) == [] and parser.buffered_bytes() > 0
+    assert parser.feed_one(one[5:]) is None  # the parser is mid-request: feed() finishes it
+    assert list(parser.feed(one[5:])) == [[b"PING"]]
+    for declined in (b"PING\r\n", b"*0\r\n"):  # inline, no request
+        assert parser.feed_one(declined) is None
+        list(parser.feed(declined))
+    assert parser.feed_one(one) == [b"PING"]
+    for refused in (b"*1\r\n*1\r\n$1\r\na\r\n", b"*1\r\n:1\r\n"):  # feed's errors
+        fresh = RequestParser()
+        assert fresh.feed_one(refused) is None
+        with pytest.raises(ProtocolError):
+            list(fresh.feed(refused))
+    assert RequestParser(authenticated=False).feed_one(one) is None  # strangers' limits
+    small = RequestParser(max_bulk_bytes=10)
+    assert small.feed_one(encode(b"ECHO", b"x" * 11)) is None
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        list(small.feed(encode(b"ECHO", b"x" * 11)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stream=st.lists(
+        st.sampled_from([b"*", b"$", b"\r\n", b"1", b"2", b"0", b"-", b"*1\r\n", b"$1\r\n", b"x"])
+        | st.binary(max_size=8),
+        max_size=30,
+    ).map(b"".join),
+    cuts=st.lists(st.integers(0, 300), max_size=5),
+)
+def test_feed_one_frames_garbage_as_feed_does(stream: bytes, cuts: list[int]) -> None:
+    outcomes = []
+    for read in (feed_all, feed_one_first):
+        parser = RequestParser()
+        try:
+            outcomes.append((read(parser, split_at(stream, cuts)), None))
+        except ProtocolError as exc:
+            outcomes.append(([], str(exc)))
+    assert outcomes[0] == outcomes[1]
