@@ -2,7 +2,8 @@
 
 Owns: client connections (`connection`, their TCP keepalive in `keepalive`), the command
 table (`commands`) and handlers (`cmd_*`, written against the `context` Protocols), runs
-of pipelined ADDJOBs through that table (`addjob_runs`), argument parsing into typed
+of pipelined ADDJOBs through that table (`addjob_runs`) and the ADDJOBs of many clients
+gathered over one turn of the loop (`turn_adds`), argument parsing into typed
 values (`parsing`), reply encoding (`replies`), carrying out the core's effects and the
 one event-loop timer for its deadlines (`server`), config, INFO, the node ID file and
 the job-event log.
