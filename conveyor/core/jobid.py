@@ -41,7 +41,6 @@ class JobIdGenerator:
         suffix = self._suffixes.get((ttl_s, retry_s))
         if suffix is None:
             suffix = self.suffix_for(ttl_s, retry_s)
-        # next_id_with_suffix's body: one call less a job.
         start = self._next
         if start >= _BLOCK_CHARS:
             self._draw()
@@ -55,14 +54,6 @@ class JobIdGenerator:
         if len(self._suffixes) < 1024:
             self._suffixes[(ttl_s, retry_s)] = suffix
         return suffix
-
-    def next_id_with_suffix(self, suffix: bytes) -> bytes:
-        start = self._next
-        if start >= _BLOCK_CHARS:
-            self._draw()
-            start = 0
-        end = self._next = start + _RANDOM_CHARS
-        return b"".join((self._prefix, self._chars[start:end], suffix))
 
     def _draw(self) -> None:
         # Block n of the stream is SHAKE-128(seed || n): blocks never overlap, and the

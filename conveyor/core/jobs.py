@@ -127,7 +127,7 @@ class JobsMixin(CoreState):
             return self.add_job(args, now_ms)
         queue_name = queue.name  # shared by its jobs: the request's copy is freed
         job = self._register(
-            self._ids.next_id_with_suffix(self._default_id_suffix),
+            self._ids.next_id(DEFAULT_TTL_S, MAX_DEFAULT_RETRY_S),
             queue_name,
             body,
             1,

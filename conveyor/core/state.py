@@ -58,7 +58,6 @@ class CoreState:
         self.node_name = node_id.encode()
         self.config = config or EngineConfig()
         self._ids = JobIdGenerator(node_id, seed)
-        self._default_id_suffix = self._ids.suffix_for(DEFAULT_TTL_S, MAX_DEFAULT_RETRY_S)
         self._rand = rand
         self.jobs: dict[bytes, Job] = {}
         self.queues: dict[bytes, JobQueue] = {}

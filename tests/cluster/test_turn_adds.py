@@ -16,7 +16,12 @@ from pathlib import Path
 import hiredis
 import pytest
 
-from tests.cluster.test_addjob_runs import JOB_ID, _addjob_calls, _mixed_pipeline
+from tests.cluster.test_addjob_runs import (
+    JOB_ID,
+    _addjob_calls,
+    _mixed_pipeline,
+    check_same_answers,
+)
 from tests.cluster.test_cluster_nodes import form
 from tests.cluster.test_replication import show
 from tests.servers import NodeProcess
@@ -87,18 +92,12 @@ def test_a_turn_of_single_addjobs_answers_as_they_do_one_at_a_time(
     three: list[NodeProcess],
 ) -> None:
     origin = three[0]
-    _prepare(origin, "t")
-    _prepare(origin, "o")
-    calls = _addjob_calls(origin)
-    together = _outcomes(_in_one_turn(origin, _mixed_pipeline("ADDJOB", "t")))
-    together_calls = _addjob_calls(origin) - calls
-    alone = _outcomes(_in_one_turn(origin, _mixed_pipeline("AddJob", "o")))
-    assert together == alone
-    assert _addjob_calls(origin) - calls - together_calls == together_calls
-    assert together.count("job ID") == 4 + 3 + 2 + 2 + 1 + 2
-    assert "PAUSED Queue paused in input, try later" in together
-    assert "ERR wrong number of arguments for 'addjob' command" in together
-    assert together.count("ERR REPLICATE must be between 1 and 65535") == 2
+
+    def one_turn(spelling: str, queue: str) -> list[object]:
+        _prepare(origin, queue)
+        return _outcomes(_in_one_turn(origin, _mixed_pipeline(spelling, queue)))
+
+    check_same_answers(origin, one_turn)
 
 
 def test_jobs_added_in_one_turn_are_replicated_as_asked(three: list[NodeProcess]) -> None:

@@ -106,24 +106,24 @@ def test_a_second_read_of_the_client_in_the_same_turn_runs_its_addjob_first(
     in_cluster(tmp_path, scenario)
 
 
-def test_an_inline_request_after_the_addjob_in_one_read_runs_after_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("after", "answer"),
+    [
+        (b"QLEN q\r\n", b":1"),  # an inline request: it sees the job
+        (b'"unbalanced\r\n', b"-ERR Protocol error: unbalanced quotes in request"),
+    ],
+)
+def test_what_follows_the_addjob_in_its_read_comes_after_its_reply(
+    tmp_path: Path, after: bytes, answer: bytes
+) -> None:
     async def scenario(server: Server) -> None:
         conn, transport = client(server)
-        conn.data_received(ADD + b"QLEN q\r\n")
-        first, qlen = replies(transport)
-        assert first.startswith(b"+D-") and qlen == b":1"
-
-    in_cluster(tmp_path, scenario)
-
-
-def test_a_protocol_error_after_the_addjob_comes_after_its_reply(tmp_path: Path) -> None:
-    async def scenario(server: Server) -> None:
-        conn, transport = client(server)
-        conn.data_received(ADD + b'"unbalanced\r\n')
-        first, failure = replies(transport)
-        assert first.startswith(b"+D-")
-        assert failure == b"-ERR Protocol error: unbalanced quotes in request"
-        assert conn.closed and transport.eof and server.core.qlen(b"q") == 1
+        conn.data_received(ADD + after)
+        first, second = replies(transport)
+        assert first.startswith(b"+D-") and second == answer
+        assert server.core.qlen(b"q") == 1
+        # A protocol error closes the connection once the replies are sent.
+        assert conn.closed == transport.eof == answer.startswith(b"-")
 
     in_cluster(tmp_path, scenario)
 
