@@ -221,7 +221,8 @@ class JobsMixin(CoreState):
         self.jobs_bytes += JOB_OVERHEAD_BYTES + len(body)
         if ctime > self._last_ctime:
             self._last_ctime = ctime
-        self._changed(EV_IMPORTED, job, now_ms)
+        if self.job_events is not None:  # _changed, without its call when nobody reads
+            self._changed(EV_IMPORTED, job, now_ms)
         if not retry:
             if job.flags & DELIVERED:
                 self._amo_delivered[job_id] = job

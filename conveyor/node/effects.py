@@ -13,7 +13,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from conveyor.core.effects import Reply, WokenGetJob
-from conveyor.core.errors import CommandError
 from conveyor.core.node import NodeCore
 from conveyor.core.waiters import Waiter
 from conveyor.node.connection import Connection, now_ms
@@ -94,7 +93,7 @@ class CoreEffects:
         for effect in replies:
             if type(effect) is Reply:  # the usual case: exact types, tested first
                 token, value = effect
-                data = error(value.message) if isinstance(value, CommandError) else value
+                data = value if type(value) is bytes else error(value.message)
                 if type(token) is ReplySlot:  # an ADDJOB's copies are confirmed
                     conn = token.conn
                     deferred = conn.deferred

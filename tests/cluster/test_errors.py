@@ -22,6 +22,8 @@ from conveyor.cluster.messages import (
     GossipEntry,
     GotJob,
     Header,
+    JobIdBatch,
+    MessageType,
     NeedJobs,
     Ping,
     ReplJob,
@@ -155,6 +157,11 @@ def test_decode_accepts_another_version_and_leaves_ignoring_it_to_the_receiver()
         (GotJob(HEADER, JOB_ID + b"x"), "id must be 40 bytes"),
         (GotJob(HEADER, JOB_ID.decode()), "id must be 40 bytes"),  # type: ignore[arg-type]
         (GotJob(HEADER, JOB_ID, 1 << 32), "aux"),
+        # A batch's entries, checked as one message's (a Conveyor node's GOTJOBs).
+        (JobIdBatch(HEADER, MessageType.GOTJOB, ((JOB_ID, 0), (JOB_ID[1:], 0))), "id must be"),
+        (JobIdBatch(HEADER, MessageType.GOTJOB, ((JOB_ID, 0), (JOB_ID, 1 << 32))), "aux"),
+        (JobIdBatch(HEADER, MessageType.GOTJOB, ((JOB_ID, 0), (JOB_ID, -1))), "aux"),
+        (JobIdBatch(HEADER, MessageType.GOTJOB, ((JOB_ID, "0"), (JOB_ID, 0))), "aux"),  # type: ignore[arg-type]
         (Fail(HEADER, b"short"), "nodename must be 40 bytes"),
         (Fail(HEADER._replace(port=65536), A), "port 65536 does not fit u16"),
         (Fail(HEADER._replace(state=-1), A), "state -1 does not fit u8"),
