@@ -132,7 +132,7 @@ class CopyOutbox:
         self._actions: list[Action] | None = None  # the list the batches stand in
         self._batches: list[_CopyBatch] = []
         # The sends one per job and target would have been beyond those in the list:
-        # how far a pipeline's copies have grown (ClusterDriver.send_if_many).
+        # how far a pipeline's copies have grown (SendPolicy.send_if_many, node/send_policy.py).
         self.extra_sends = 0
 
     def add(

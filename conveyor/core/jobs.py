@@ -112,12 +112,7 @@ class JobsMixin(CoreState):
         job.state = ACTIVE
         if self.job_events is not None:  # _changed, without its call when nobody reads
             self._changed(EV_REPLICATED, job, now_ms)
-        # _schedule_first_queueing, one call less on every synchronous ADDJOB.
-        if job.delay:
-            job.qtime = now_ms + job.delay * 1000
-            self.timers.file_job(job, job.qtime, now_ms)
-        else:
-            self._enqueue(job, now_ms)
+        self._schedule_first_queueing(job, now_ms)
 
     def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
         """ADDJOB with no options: the producer hot path, same outcome as add_job."""

@@ -5,7 +5,8 @@ table (`commands`) and handlers (`cmd_*`, written against the `context` Protocol
 of pipelined ADDJOBs through that table (`addjob_runs`) and the ADDJOBs of many clients
 gathered over one turn of the loop (`turn_adds`), argument parsing into typed
 values (`parsing`), reply encoding (`replies`), carrying out the core's effects and the
-one event-loop timer for its deadlines (`server`), config, INFO, the node ID file and
-the job-event log.
+one event-loop timer for its deadlines (`server`), the cluster's bus and membership
+carried out in asyncio (`cluster`, with when its messages leave in `send_policy`),
+config, INFO, the node ID file and the job-event log.
 Must not touch: job state directly; every change goes through conveyor.core's facade.
 """

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from conveyor.node.connection import Connection
 
 # At most this many ADDJOBs gathered before they run: a read's copies still leave every
-# MID_READ_ACTIONS (node/cluster.py), and the run's list stays small.
+# MID_READ_ACTIONS (node/send_policy.py), and the run's list stays small.
 RUN_MAX_JOBS = 32
 
 

@@ -44,6 +44,7 @@ from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
 from conveyor.node.connection import now_ms
 from conveyor.node.deferred import ReplySlot
+from conveyor.node.send_policy import SendPolicy
 
 if TYPE_CHECKING:
     from conveyor.cluster.link import BusLink
@@ -56,24 +57,9 @@ log = logging.getLogger("conveyor.cluster")
 BUS_PORT_OFFSET = 10000
 MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
-# Copies one read left that are written in the middle of it, after a synchronous ADDJOB
-# (send_if_many): 32 ADDJOBs' REPLJOBs to two nodes. A -P 16 read (32 copies) waits for
-# the end of the turn: sending it mid-read cost 20 % more CPU for the same jobs/s
-# (docs/performance.md, 2026-11-27).
-MID_READ_ACTIONS = 64
-# Pending messages (copies counted one per job and node) written at the end of a read
-# rather than of the loop's turn: bounds a frame when thousands of clients add jobs in
-# one turn (~1 MB of 100-byte jobs to each of two nodes).
-FLUSH_ACTIONS = 8192
-# Synchronous ADDJOBs whose copies are written at the end of a read rather than of the
-# turn. At sync -P 16 a turn reads hundreds of jobs: sent all at once, the replicas wait
-# for the origin's whole turn and the origin then waits for theirs. Writing every 64
-# lets them copy the first jobs while the origin reads the next (+12 % jobs/s for ~10 %
-# more CPU per job, docs/performance.md). ASYNC copies answer nobody: they wait.
-EARLY_SYNC_JOBS = 64
 
 
-class ClusterDriver:
+class ClusterDriver(SendPolicy):
     def __init__(self, server: Server) -> None:
         self.server = server
         config = server.config
@@ -248,56 +234,6 @@ class ClusterDriver:
     def _after_messages(self) -> None:
         self._after_io_soon = False
         self.server.after_io()
-
-    def flush(self) -> None:
-        """At the end of a read (Server.after_io): the messages the commands and bus
-        messages of the read left wait for the other reads of this turn of the loop, to
-        travel in the same frames (batching.py): one write per peer per turn, and fewer,
-        fuller frames for the peers to read. A long pipeline's copies left mid-read
-        already (send_if_many); past FLUSH_ACTIONS they go now, which bounds a frame, and
-        so do the copies of EARLY_SYNC_JOBS synchronous ADDJOBs, whose clients wait.
-        Writing at the end of every read of 8 jobs or more, as before 2026-11-27, cost
-        more CPU on every node than it saved in waiting: see docs/performance.md."""
-        if (
-            self.membership.pending_sends
-            or self.sync_unsent >= EARLY_SYNC_JOBS
-            or self.pending_actions() >= FLUSH_ACTIONS
-        ):
-            self._send_now()  # a federation push moves a batch: the other node may start
-        elif self._flush_soon is None:
-            loop = self.server.loop or asyncio.get_running_loop()
-            self._flush_soon = loop.call_soon(self._send_now)
-
-    def send_pending(self) -> None:
-        """What flush() left for the end of the turn goes now (the turn's ADDJOBs ran)."""
-        if self._flush_soon is not None:
-            self._send_now()
-
-    def pending_actions(self) -> int:
-        """Messages waiting to be sent, the gathered copies counted one per job and node."""
-        return len(self.membership.actions) + self.replication.outbox.extra_sends
-
-    def send_if_many(self, at_read_start: int) -> int:
-        """Mid-read, after an ADDJOB that waits for its copies: once this read's copies
-        are many (a long pipeline's), they go before the rest of the read runs, so the
-        other nodes copy these jobs while this one parses the next ones. The reads of
-        many clients with a few jobs each wait for the end of the turn instead, to share
-        frames. `at_read_start`: pending_actions() when the read started; returns what
-        the caller passes next time."""
-        if self.pending_actions() - at_read_start >= MID_READ_ACTIONS:
-            self._send_now()
-            return self.pending_actions()
-        return at_read_start
-
-    def _send_now(self) -> None:
-        self.sync_unsent = 0
-        if self._flush_soon is not None:
-            self._flush_soon.cancel()
-            self._flush_soon = None
-        if self.membership.actions or self.membership.pending_sends:
-            self._run_actions(None)
-        if self.bus is not None and self.bus.unflushed:
-            self.bus.flush()
 
     def _run_actions(self, link: BusLink | None) -> None:
         membership = self.membership

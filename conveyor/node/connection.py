@@ -48,7 +48,7 @@ log = logging.getLogger("conveyor.node")
 # One turn of a client's pipelined requests (see Connection._run).
 TURN_REQUESTS = 1000
 TURN_REPLY_BYTES = 1 << 20
-# A read's copies are counted for the mid-read send (ClusterNode.send_if_many) after
+# A read's copies are counted for the mid-read send (SendPolicy.send_if_many) after
 # this many ADDJOBs that wait for them: a long pipeline's still go every MID_READ_ACTIONS.
 MID_READ_CHECK_JOBS = 8
 # How long a connection closing after a protocol error waits for its client to close.

@@ -89,10 +89,7 @@ class TurnAdds:
                 self._run_alike(entries, index, end)
             except Exception:  # a bug must not cost the other clients their replies
                 log.exception("ADDJOBs of a turn failed to run together: one by one instead")
-                for conn, request in entries[index:end]:
-                    if conn.in_turn:
-                        conn.in_turn = False
-                        conn.run_requests((request,))
+                _one_by_one(entries[index:end])
             index = end
         server.after_io()
         # The copies leave now: the clients of this turn wait for them, and another turn
@@ -106,9 +103,7 @@ class TurnAdds:
         conn, first = entries[start]
         found = plan_run(conn, first)
         if found is None:  # anything unusual: each goes through the command table
-            for conn, request in entries[start:end]:
-                conn.in_turn = False
-                conn.run_requests((request,))
+            _one_by_one(entries[start:end])
             return
         command, args = found
         plan = self.server.cluster.replication.plan_adds(args)
@@ -123,3 +118,11 @@ class TurnAdds:
                 out.clear()
         command.calls += ran
         command.nanoseconds += perf_counter_ns() - started
+
+
+def _one_by_one(entries: list[tuple[Connection, list[bytes]]]) -> None:
+    """Each ADDJOB still waiting through the command table, as its read would have run it."""
+    for conn, request in entries:
+        if conn.in_turn:
+            conn.in_turn = False
+            conn.run_requests((request,))

@@ -1,4 +1,4 @@
-"""When a node's bus messages leave (conveyor/node/cluster.py), on an in-process server:
+"""When a node's bus messages leave (conveyor/node/send_policy.py), on an in-process server:
 at the end of the loop's turn, sooner once they pass a bound (FLUSH_ACTIONS), and mid-read
 once one read's copies are many (MID_READ_ACTIONS), and at the end of a read once many
 synchronous ADDJOBs wait for theirs (EARLY_SYNC_JOBS). The bound is what keeps a frame
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.cluster.nodes import ClusterNode
-from conveyor.node import cluster as node_cluster
+from conveyor.node import send_policy as node_cluster
 from conveyor.node.cmd_jobs import parse_addjob
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection
