@@ -73,6 +73,8 @@ _NOTUSED1_LEN = 34
 _U32_MAX = 0xFFFFFFFF
 # Plain-int lookups for decode's dispatch (check_prefix has vetted the type already).
 _CLASS_OF_INT = {int(kind): cls for kind, cls in CLASS_OF_TYPE.items()}
+_TYPE_OF_INT = {int(kind): kind for kind in CLASS_OF_TYPE}
+_tuple_new = tuple.__new__
 _GOSSIP_KINDS = frozenset(int(kind) for kind in GOSSIP_TYPES)
 _JOB_ID_KINDS = frozenset(int(kind) for kind in JOB_ID_TYPES)
 _JOBS_KINDS = frozenset(int(kind) for kind in JOBS_TYPES)
@@ -99,34 +101,38 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
     (_, _, ver, notused0, kind, count, sender, myip, notused1, port, flags, state, *mflags) = (
         HEADER.unpack_from(frame, 0)
     )
-    # Positional: this runs for every message on the bus. Field order as in Header.
-    header = Header(
-        sender,
-        port,
-        flags,
-        state,
-        mflags[0],
-        ver,
-        myip.rstrip(b"\0"),
-        notused0,
-        notused1.rstrip(b"\0"),
-        mflags[1],
-        mflags[2],
+    # tuple.__new__ with every field, in Header's order: a named tuple's own __new__ is a
+    # Python call, and this runs for every frame on the bus (the messages below alike).
+    header: Header = _tuple_new(
+        Header,
+        (
+            sender,
+            port,
+            flags,
+            state,
+            mflags[0],
+            ver,
+            myip.rstrip(b"\0"),
+            notused0,
+            notused1.rstrip(b"\0"),
+            mflags[1],
+            mflags[2],
+        ),
     )
     cls: Callable[..., Message] = _CLASS_OF_INT[kind]
     if kind in _JOB_ID_KINDS:
         if count:  # several entries (check_prefix saw to count >= 2 and totlen)
             entries = tuple(_JOB_ID.iter_unpack(memoryview(frame)[HEADER_LEN:]))
-            return JobIdBatch(header, MessageType(kind), entries)
-        job_id, aux = _JOB_ID.unpack_from(frame, HEADER_LEN)
-        return cls(header, job_id, aux)
+            # The member itself: calling the enum is a Python call too.
+            return _tuple_new(JobIdBatch, (header, _TYPE_OF_INT[kind], entries))  # type: ignore[no-any-return]
+        return _tuple_new(cls, (header, *_JOB_ID.unpack_from(frame, HEADER_LEN)))  # type: ignore[no-any-return]
     if kind in _GOSSIP_KINDS:
         return cls(header, _decode_gossip(frame))
     if kind == MessageType.FAIL:
         return cls(header, bytes(frame[HEADER_LEN : HEADER_LEN + NAME_LEN]))
     first, _size = U32_PAIR.unpack_from(frame, HEADER_LEN)
     if kind in _JOBS_KINDS:
-        return cls(header, _decode_job_area(frame, first))
+        return _tuple_new(cls, (header, _decode_job_area(frame, first)))  # type: ignore[no-any-return]
     # NEEDJOBS / PAUSE: first is aux, the queue name fills the rest (check_prefix saw to it).
     return cls(header, bytes(frame[VAR_PAYLOAD_AT:]), first)
 

@@ -95,7 +95,8 @@ class JobsMixin(CoreState):
                 self._changed(EV_ADDED, job, now_ms)
             self.timers.file_job(job, job.etime, now_ms)
             return job
-        self._changed(EV_ADDED, job, now_ms)
+        if self.job_events is not None:  # _changed, without its call when nobody reads
+            self._changed(EV_ADDED, job, now_ms)
         self._schedule_first_queueing(job, now_ms)
         return job
 
@@ -103,8 +104,18 @@ class JobsMixin(CoreState):
         if job.delay:
             job.qtime = now_ms + job.delay * 1000
             self.timers.file_job(job, job.qtime, now_ms)
-        else:
-            self._enqueue(job, now_ms)
+            return
+        if not job.flags and job.state == ACTIVE and self.job_events is None:
+            # What _enqueue does for a first queueing that no client waits for and no
+            # other node asked for, without its call and its rules for requeues: every
+            # job a producer adds in a cluster comes here (tens of thousands a second).
+            queue = self.queues.get(job.queue)
+            if queue is not None and not queue.blocked and job.queue not in self.wanted_queues:
+                job.flags = QUEUED_ONCE
+                queue.admit(job, now_ms)
+                self.timers.file_job(job, job.etime, now_ms)
+                return
+        self._enqueue(job, now_ms)
 
     def replicated(self, job: Job, now_ms: int) -> None:
         """A job held in wait-repl reached its replication level: active, and queued now

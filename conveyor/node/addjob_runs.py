@@ -20,7 +20,8 @@ once per run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from conveyor.cluster.replication import AddPlan
     from conveyor.node.commands import Command
     from conveyor.node.connection import Connection
+    from conveyor.node.server import Server
 
 # At most this many ADDJOBs gathered before they run: a read's copies still leave every
 # MID_READ_ACTIONS (node/send_policy.py), and the run's list stays small.
@@ -135,29 +137,45 @@ def run_addjobs(
     # A default REPLICATE, once resolved in `args`, is the same for every job of the run.
     plan = conn.server.cluster.replication.plan_adds(run.args)
     started = perf_counter_ns()
-    owed, out_bytes, ran = add_jobs(conn, run, command, run.args, plan, out, out_bytes)
+    owed, out_bytes, ran = add_jobs(
+        conn.server, zip(repeat(conn), run), command, run.args, plan, out, out_bytes
+    )
     command.calls += ran
     command.nanoseconds += perf_counter_ns() - started
     return owed, out_bytes
 
 
 def add_jobs(
-    conn: Connection,
-    requests: Sequence[list[bytes]],
+    server: Server,
+    requests: Iterable[tuple[Connection, list[bytes]]],
     command: Command,
     args: AddJobArgs,
     plan: AddPlan | None,
     out: list[bytes],
     out_bytes: int,
 ) -> tuple[int, int, int]:
-    """The jobs of `requests`, ADDJOBs of `conn` with the options in `args`, added with
-    `plan` (see run_addjobs); returns (jobs waiting for their copies, the size of `out`,
-    jobs the handler ran: the command's count)."""
-    server = conn.server
+    """The jobs of `requests`, ADDJOBs with the options in `args` each with the
+    connection it came from, added with `plan` (see run_addjobs); returns (jobs waiting
+    for their copies, the size of `out`, jobs the handler ran: the command's count).
+
+    `out` holds the replies ready for the connection of the first request. Where the
+    connection changes (the ADDJOBs of a turn come from many clients: node/turn_adds.py)
+    they are written to the one before; the caller writes what `out` holds at the end."""
     core = server.core
     cluster = server.cluster
     owed = ran = 0
-    for request in requests:
+    last: Connection | None = None
+    closed: Connection | None = None  # closed by one of its requests: skip the rest
+    for conn, request in requests:
+        if conn is not last:
+            if last is not None and out:
+                last.write(b"".join(out))
+                out.clear()
+                out_bytes = 0
+            last = conn
+            conn.in_turn = False  # its ADDJOB left for the turn (if it was) runs now
+        if conn is closed:
+            continue
         deferred = conn.deferred
         if (
             conn.waiter is not None
@@ -166,7 +184,7 @@ def add_jobs(
         ):
             conn.hold(request)  # and every one after it: `pending` is no longer empty
             if conn.closed:
-                break
+                closed = conn
             continue
         if (
             core.jobs_bytes + len(request[2]) > core.oom_guard
@@ -197,5 +215,5 @@ def add_jobs(
             out.append(reply)
             out_bytes += len(reply)
         if conn.closed:
-            break
+            closed = conn
     return owed, out_bytes, ran

@@ -99,7 +99,14 @@ class CoreEffects:
                     deferred = conn.deferred
                     if deferred is None or conn.closed:
                         continue  # the client left: nobody to answer
-                    ready = deferred.fill(token, data)
+                    slots = deferred.slots
+                    if len(slots) == 1 and slots[0] is token and token.value is None:
+                        # fill's usual case (a client waiting for one reply), one call less
+                        slots.clear()
+                        deferred.waiting -= 1
+                        ready = data
+                    else:
+                        ready = deferred.fill(token, data)
                     if ready:
                         filled.setdefault(conn, []).append(ready)
                     continue
@@ -119,8 +126,7 @@ class CoreEffects:
             if conn.pending:
                 conn.resume_after_block()
         for conn, parts in filled.items():
-            conn.write(b"".join(parts))
-            conn.drained()
+            conn.write_filled(b"".join(parts))
 
     def _arm_timer(self, deadline: int) -> None:
         assert self.loop is not None

@@ -51,6 +51,7 @@ class HeldWork:
         deferred_spare: DeferredReplies | None
 
         def write(self, data: bytes) -> None: ...
+        def send(self, data: bytes) -> None: ...
 
     # -- requests held back ----------------------------------------------------------------
     def hold(self, request: list[bytes]) -> None:
@@ -95,9 +96,14 @@ class HeldWork:
         deferred.slots.append(slot)  # add_waiting's body: one call less a job
         deferred.waiting += 1
 
-    def drained(self) -> None:
-        """After writing the replies a batch filled (DeferredReplies.fill, from
-        CoreEffects._deliver_replies): once nothing is owed, run what waited."""
+    def write_filled(self, data: bytes) -> None:
+        """Write the replies a batch filled (DeferredReplies.fill, from
+        CoreEffects._deliver_replies); once nothing is owed, run what waited. One call
+        for both: every confirmed ADDJOB comes here."""
+        if self.server.reply_gate is None:
+            self.send(data)  # write's usual case, one call less
+        else:
+            self.write(data)
         deferred = self.deferred
         if deferred is not None and not deferred.slots:
             self.deferred = None

@@ -108,14 +108,10 @@ class TurnAdds:
         command, args = found
         plan = self.server.cluster.replication.plan_adds(args)
         out: list[bytes] = []
-        ran = 0
         started = perf_counter_ns()
-        for conn, request in entries[start:end]:
-            conn.in_turn = False
-            ran += add_jobs(conn, (request,), command, args, plan, out, 0)[2]
-            if out:
-                conn.write(b"".join(out))
-                out.clear()
+        ran = add_jobs(self.server, entries[start:end], command, args, plan, out, 0)[2]
+        if out:  # the last client's reply (the others' were written as the next came)
+            entries[end - 1][0].write(b"".join(out))
         command.calls += ran
         command.nanoseconds += perf_counter_ns() - started
 
