@@ -36,6 +36,7 @@ from conveyor.node.addjob_runs import AddJobRun, gather_runs, plan_run, run_addj
 from conveyor.node.deferred import DeferredReplies
 from conveyor.node.held import NOTHING_HELD, HeldWork
 from conveyor.node.keepalive import set_keepalive
+from conveyor.node.reading import NO_PARSER_YET, FirstRead, raising
 from conveyor.protocol.requests import ProtocolError, RequestParser
 from conveyor.protocol.resp import error
 
@@ -53,37 +54,6 @@ TURN_REPLY_BYTES = 1 << 20
 MID_READ_CHECK_JOBS = 8
 # How long a connection closing after a protocol error waits for its client to close.
 LINGER_S = 2.0
-
-
-class _FirstRead(Exception):
-    """Raised by `_NO_PARSER_YET.feed`: the connection's first bytes have come."""
-
-
-class _NoParserYet(RequestParser):
-    """The parser of every connection that has not sent a byte yet (one, shared).
-
-    Its `feed` raises _FirstRead, which `data_received` catches to make the connection's
-    own parser: a try costs nothing in CPython 3.11+ where an `is None` test on every read
-    would not. What the server sets on it (`authenticated`, `max_bulk_bytes`) is unused:
-    the real parser takes both from the connection and the config when it is made.
-    """
-
-    __slots__ = ()
-
-    def feed(self, data: bytes) -> Iterator[list[bytes]]:
-        raise _FirstRead
-
-    def feed_one(self, data: bytes) -> list[bytes] | None:
-        return None  # feed() makes the connection's parser
-
-
-_NO_PARSER_YET = _NoParserYet()
-
-
-def _raising(exc: ProtocolError) -> Iterator[list[bytes]]:
-    """The rest of a read whose parser failed: `_run` answers the error."""
-    raise exc
-    yield  # a generator: raises when iterated, as the parser did
 
 
 def now_ms() -> int:
@@ -127,7 +97,7 @@ class Connection(HeldWork, asyncio.Protocol):
         self.server = server
         self.authenticated = not server.config["requirepass"]
         # Made on the first read (see _NoParserYet): an idle connection has none.
-        self.parser: RequestParser = _NO_PARSER_YET
+        self.parser: RequestParser = NO_PARSER_YET
         self.auth_failures = 0  # failed AUTH / HELLO AUTH (cut off at a limit)
         self.transport: asyncio.Transport | None = None
         self.waiter: Waiter | None = None  # set while blocked in GETJOB
@@ -219,7 +189,7 @@ class Connection(HeldWork, asyncio.Protocol):
                 return
         try:
             requests = self.parser.feed(data)
-        except _FirstRead:  # raised before any request ran: nothing to undo
+        except FirstRead:  # raised before any request ran: nothing to undo
             # Until the client authenticates, Redis 7's tighter request limits apply.
             self.parser = RequestParser(
                 server.config["proto-max-bulk-len"], authenticated=self.authenticated
@@ -251,7 +221,7 @@ class Connection(HeldWork, asyncio.Protocol):
         except ProtocolError as exc:
             if self.in_turn:  # its ADDJOB is answered before the error
                 server.turn_adds.run()
-            self._run(_raising(exc))
+            self._run(raising(exc))
             return
         # Nothing ran: no effects to carry out (after_io) before the turn's run.
         partial = self.parser.buffered_bytes()

@@ -12,7 +12,7 @@ import asyncio
 import random
 from pathlib import Path
 
-from conveyor.node import connection as connection_module
+from conveyor.node import reading as reading_module
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection
 from conveyor.node.held import NOTHING_HELD
@@ -21,7 +21,7 @@ from conveyor.protocol.requests import RequestParser
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 # What every connection shares until it needs its own.
-NO_PARSER = connection_module._NO_PARSER_YET
+NO_PARSER = reading_module.NO_PARSER_YET
 
 
 class FakeTransport:
