@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conveyor.protocol import requests as resp
+from conveyor.protocol.limited_hiredis import HIREDIS_MAX_ELEMENTS
 from conveyor.protocol.requests import (
-    HIREDIS_MAX_ELEMENTS,
     MAX_INLINE_BYTES,
     ProtocolError,
     RequestParser,
