@@ -7,7 +7,11 @@ Phases (`--only` takes their names, comma-separated):
   for comparison; with DISQUE_SERVER set, the same on a 3-node C Disque cluster; and
   the same on the Python floor (bench/floor_node.py: three processes that only move the
   bytes, what Python, uvloop and the sockets cost with no node logic). Each figure in
-  jobs/s, then in CPU µs per job spent by all the nodes (utime + stime).
+  jobs/s, then in CPU µs per job spent by all the nodes (utime + stime). The two 3-node
+  clusters are up together and run `--rounds` rounds (5), alternating run by run: their
+  rows are the median of the rounds, the ratio the median of the rounds' ratios (with
+  their range), the CPU figure that of all the rounds. Each of their runs starts on
+  nodes emptied of the jobs before (DEBUG FLUSHALL).
 - `crash`: producers and consumers for `--crash-seconds` (60 by default) on 3 nodes with
   REPLICATE 3 and RETRY 1 while a random node is SIGKILLed and restarted every 10 s (no
   AOF): then every node is back, the rest is drained, and the bench counts jobs whose
@@ -15,7 +19,8 @@ Phases (`--only` takes their names, comma-separated):
   than once.
 
 Figures are printed, never asserted; only 127.0.0.1; every loop is bounded in count and
-time. Usage: python -m bench.cluster_bench [--only PHASES] [--crash-seconds S] [--quick]
+time. Usage:
+    python -m bench.cluster_bench [--only PHASES] [--crash-seconds S] [--quick] [--rounds N]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import random
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +38,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import redis
@@ -43,6 +49,8 @@ BODY = "x" * 100
 # Three bench/floor_node.py processes: what Python, uvloop and the sockets cost per job
 # with no node logic at all (see that module).
 FLOOR = "Python floor, 3 nodes (no logic)"
+OURS = "Conveyor, 3 nodes, REPLICATE 3"
+THEIRS = "C Disque, 3 nodes, REPLICATE 3"
 NODE_TIMEOUT_MS = 2000
 
 
@@ -181,54 +189,126 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+Columns = dict[str, tuple[int, Callable[[], float]]]
+
+
+def columns_for(nodes: list[Node], repl: int, quick: bool) -> Columns:
+    """Each column's job count and the load that runs it on `nodes`."""
+    port = nodes[0].port
+    n = 20_000 if quick else 100_000
+    add = [b"ADDJOB", b"q", BODY.encode(), b"5000", b"REPLICATE", str(repl).encode()]
+    return {
+        "sync -P 1": (n // 4, lambda: redis_benchmark(port, n // 4, 1, *add)),
+        "sync -P 16": (n, lambda: redis_benchmark(port, n, 16, *add)),
+        "async -P 16": (n, lambda: redis_benchmark(port, n, 16, *add, b"ASYNC")),
+        "1 conn pipelined": (n // 10, lambda: pipelined_one_connection(port, n // 10, repl)),
+    }
+
+
+def measure(nodes: list[Node], run: Callable[[], float], flush: bool) -> tuple[float, float]:
+    """One load: its jobs/s, and the CPU seconds all the nodes spent in it. `flush`: the
+    nodes drop the jobs of the runs before (DEBUG FLUSHALL), so that every run starts
+    from the same state whatever ran before it (no consumer ever takes the jobs)."""
+    if flush:
+        for node in nodes:
+            node.client().execute_command("DEBUG", "FLUSHALL")
+    pids = [node.process.pid for node in nodes if node.process is not None]
+    before = sum(map(cpu_seconds, pids))
+    rate = run()
+    time.sleep(0.3)  # the replicas' last copies
+    return rate, sum(map(cpu_seconds, pids)) - before
+
+
 def throughput_row(
     nodes: list[Node], repl: int, quick: bool
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Jobs/s of each column, and the CPU µs per job the nodes spent in it, all summed.
     The second is the steadier figure on a shared VM: when the machine is saturated,
     jobs/s is two cores divided by it."""
-    port = nodes[0].port
-    n = 20_000 if quick else 100_000
-    add = [b"ADDJOB", b"q", BODY.encode(), b"5000", b"REPLICATE", str(repl).encode()]
-    columns: dict[str, tuple[int, Callable[[], float]]] = {
-        "sync -P 1": (n // 4, lambda: redis_benchmark(port, n // 4, 1, *add)),
-        "sync -P 16": (n, lambda: redis_benchmark(port, n, 16, *add)),
-        "async -P 16": (n, lambda: redis_benchmark(port, n, 16, *add, b"ASYNC")),
-        "1 conn pipelined": (n // 10, lambda: pipelined_one_connection(port, n // 10, repl)),
-    }
-    pids = [node.process.pid for node in nodes if node.process is not None]
     rates, cpu = {}, {}
-    for name, (jobs, run) in columns.items():
-        before = sum(map(cpu_seconds, pids))
-        rates[name] = run()
-        time.sleep(0.3)  # the replicas' last copies
-        cpu[name] = (sum(map(cpu_seconds, pids)) - before) * 1e6 / jobs
+    for name, (jobs, run) in columns_for(nodes, repl, quick).items():
+        rates[name], seconds = measure(nodes, run, flush=False)
+        cpu[name] = seconds * 1e6 / jobs
     return rates, cpu
 
 
-def phase_throughput(quick: bool) -> None:
+class Paired:
+    """Rounds of one column on two clusters kept up together, alternating: each pair of
+    runs shares the VM's phase of the moment, which moves either figure by 20 % or more
+    between runs a minute apart (docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self.rates: dict[str, dict[str, list[float]]] = {}
+        self.cpu: dict[str, dict[str, list[float]]] = {}  # [CPU seconds, jobs]
+
+    def add(self, kind: str, column: str, rate: float, seconds: float, jobs: int) -> None:
+        self.rates.setdefault(kind, {}).setdefault(column, []).append(rate)
+        spent = self.cpu.setdefault(kind, {}).setdefault(column, [0.0, 0.0])
+        spent[0] += seconds
+        spent[1] += jobs
+
+    def medians(self, kind: str) -> dict[str, float]:
+        return {column: statistics.median(runs) for column, runs in self.rates[kind].items()}
+
+    def cpu_per_job(self, kind: str) -> dict[str, float]:
+        return {column: s * 1e6 / jobs for column, (s, jobs) in self.cpu[kind].items()}
+
+    def ratios(self, ours: str, theirs: str, column: str) -> list[float]:
+        """Each round's ratio: runs a few seconds apart, not the medians of each side."""
+        return [
+            mine / other
+            for mine, other in zip(
+                self.rates[ours][column], self.rates[theirs][column], strict=True
+            )
+        ]
+
+
+def paired_rounds(quick: bool, rounds: int) -> tuple[Paired, list[str]]:
+    """`rounds` rounds of every column on 3 Conveyor nodes and, with DISQUE_SERVER set,
+    on 3 C Disque nodes, both clusters up, alternating run by run."""
+    paired = Paired()
+    kinds: list[tuple[str, Callable[[int, Path], list[str]]]] = [(OURS, conveyor_command)]
+    if os.environ.get("DISQUE_SERVER"):
+        kinds.append((THEIRS, disque_command))
+    with ExitStack() as stack:
+        clusters = {name: stack.enter_context(cluster(kind, 3)) for name, kind in kinds}
+        columns = {name: columns_for(nodes, 3, quick) for name, nodes in clusters.items()}
+        for nodes in clusters.values():  # first connections, first allocations: unmeasured
+            redis_benchmark(nodes[0].port, 2_000, 16, b"ADDJOB", b"w", b"x", b"5000")
+        for _ in range(rounds):
+            for column in columns[OURS]:
+                for name, nodes in clusters.items():
+                    jobs, run = columns[name][column]
+                    rate, seconds = measure(nodes, run, flush=True)
+                    paired.add(name, column, rate, seconds, jobs)
+    return paired, [name for name, _ in kinds]
+
+
+def phase_throughput(quick: bool, rounds: int) -> None:
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, dict[str, float]] = {}
-    kinds = [("Conveyor, 1 node, REPLICATE 1", conveyor_command, 1),
-             ("Conveyor, 3 nodes, REPLICATE 3", conveyor_command, 3)]  # fmt: skip
-    if os.environ.get("DISQUE_SERVER"):
-        kinds.append(("C Disque, 3 nodes, REPLICATE 3", disque_command, 3))
-    for name, kind, count in kinds:
-        with cluster(kind, count) as nodes:
-            rows[name], cpu[name] = throughput_row(nodes, count, quick)
+    name = "Conveyor, 1 node, REPLICATE 1"
+    with cluster(conveyor_command, 1) as nodes:
+        rows[name], cpu[name] = throughput_row(nodes, 1, quick)
+    paired, kinds = paired_rounds(quick, rounds)
+    for kind in kinds:
+        rows[kind], cpu[kind] = paired.medians(kind), paired.cpu_per_job(kind)
     with floor_cluster() as nodes:
         rows[FLOOR], cpu[FLOOR] = throughput_row(nodes, 3, quick)
     columns = list(next(iter(rows.values())))
-    print(f"\n{'jobs/s':34}" + "".join(f"{c:>18}" for c in columns))
+    print(f"\n3-node rows: the median of {rounds} rounds, Conveyor and C Disque alternating")
+    print(f"{'jobs/s':34}" + "".join(f"{c:>18}" for c in columns))
     for name, row in rows.items():
         print(f"{name:34}" + "".join(f"{row[c]:>18,.0f}" for c in columns))
-    theirs = "C Disque, 3 nodes, REPLICATE 3"
-    ours = rows["Conveyor, 3 nodes, REPLICATE 3"]
+    ours = rows[OURS]
     print(f"{'Conveyor / Python floor':34}" + "".join(
         f"{ours[c] / rows[FLOOR][c]:>17.2f}x" for c in columns))  # fmt: skip
-    if theirs in rows:
-        ratios = "".join(f"{ours[c] / rows[theirs][c]:>17.2f}x" for c in columns)
-        print(f"{'Conveyor / C Disque':34}" + ratios)
+    if THEIRS in rows:
+        ratios = {c: paired.ratios(OURS, THEIRS, c) for c in columns}
+        medians = "".join(f"{statistics.median(ratios[c]):>17.2f}x" for c in columns)
+        print(f"{'Conveyor / C Disque, median round':34}" + medians)
+        spans = "".join(f"{f'{min(ratios[c]):.2f}-{max(ratios[c]):.2f}':>18}" for c in columns)
+        print(f"{'  rounds from-to':34}" + spans)
     print(f"\n{'CPU µs per job, all nodes':34}" + "".join(f"{c:>18}" for c in columns))
     for name, row in cpu.items():
         print(f"{name:34}" + "".join(f"{row[c]:>18.1f}" for c in columns))
@@ -345,10 +425,11 @@ def main() -> None:
     parser.add_argument("--only", default="throughput,crash")
     parser.add_argument("--crash-seconds", type=float, default=60.0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds, 3-node rows")
     args = parser.parse_args()
     phases = args.only.split(",")
     if "throughput" in phases:
-        phase_throughput(args.quick)
+        phase_throughput(args.quick, max(args.rounds, 1))
     if "crash" in phases:
         phase_crash(args.crash_seconds)
 
