@@ -173,7 +173,6 @@ def add_jobs(
                 out.clear()
                 out_bytes = 0
             last = conn
-            conn.in_turn = False  # its ADDJOB left for the turn (if it was) runs now
         if conn is closed:
             continue
         deferred = conn.deferred

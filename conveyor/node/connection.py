@@ -180,7 +180,8 @@ class Connection(HeldWork, asyncio.Protocol):
         server.now = self.last_io_ms = now_ms()
         # find(), not `in`: bytes' `in` tries its argument as an int first and formats
         # the TypeError that fails (~2k instructions a read).
-        single = server.core.cluster_size > 1 and self.authenticated and data.find(b"\r\n*") < 0
+        clustered = server.core.cluster_size > 1 and self.authenticated
+        single = clustered and data.find(b"\r\n*") < 0
         if single:  # one request at most (one array header): an ADDJOB runs with the turn's
             request = self.parser.feed_one(data)  # None for anything unusual, or a first read
             if request is not None:
@@ -198,7 +199,7 @@ class Connection(HeldWork, asyncio.Protocol):
         if single:
             self._run_single(requests)
             return
-        if server.core.cluster_size > 1 and self.authenticated:
+        if clustered:
             # A producer's pipelined ADDJOBs run a few dozen at a time (node/addjob_runs.py).
             # Only for a read that seems to hold several requests (a second array header):
             # gathering costs a read of one request more than it saves.
