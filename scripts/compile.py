@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The interpreter the last build was made for: another one (a venv made again on another
 # Python) rebuilds everything, so that no module stays built against other headers.
 BUILT_FOR = ROOT / "build" / "interpreter"
+HEADERS = ["conveyor/core/job_slots.h"]
 
 
 def main() -> None:
@@ -33,6 +34,11 @@ def main() -> None:
         quiet=True,
         force=force,
     )
+    for extension in extensions:
+        # C headers of our own (conveyor/core/job_slots.h) are named from the root; an
+        # edited header rebuilds every module, as it is the C that includes it.
+        extension.include_dirs.append(str(ROOT))
+        extension.depends.extend(HEADERS)
     # A bare Distribution: setuptools' own project metadata (pyproject.toml) is not needed
     # to build extensions in place.
     dist = Distribution(

@@ -34,3 +34,11 @@ cdef bytes _write_record(Py_ssize_t joblen, bytes job_id, unsigned char state_by
 cdef void _put_u16(unsigned char* p, unsigned short value) noexcept
 cdef void _put_u32(unsigned char* p, unsigned int value) noexcept
 cdef void _put_u64(unsigned char* p, unsigned long long value) noexcept
+
+# The smallest length prefix (module constant), a C integer in the arithmetic around it.
+cdef Py_ssize_t _MIN_JOBLEN
+
+# encode_job: the record unpacked from a tuple in place (`fields`), lengths as C integers.
+@cython.locals(fields=tuple, qlen=cython.Py_ssize_t, blen=cython.Py_ssize_t,
+               joblen=cython.Py_ssize_t)
+cpdef bytes encode_job(object record)

@@ -105,9 +105,14 @@ class JobRecord(NamedTuple):
 
 def encode_job(record: JobRecord) -> bytes:
     """The serialized job, length prefix included."""
-    # One unpack: a named field read is an attribute lookup each, even compiled.
+    # One unpack: a named field read is an attribute lookup each, even compiled. Compiled,
+    # a record (a tuple subclass) unpacks in place rather than through an iterator.
+    if COMPILED:
+        fields = cython.cast(tuple, record) if isinstance(record, tuple) else tuple(record)
+    else:
+        fields = record
     (job_id, state, gc_retry, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
-     queue, body, nodes) = record  # fmt: skip
+     queue, body, nodes) = fields  # fmt: skip
     # struct's "40s" would silently pad or cut, and Disque's readers trust the shape.
     # is_valid_id's check, inline (a Python call costs more than the check).
     if (
@@ -128,8 +133,8 @@ def encode_job(record: JobRecord) -> bytes:
         nodes_area = _last_nodes_area[1]  # the copies of a run share one node tuple
     else:
         nodes_area = _nodes_area(nodes)
-        if type(nodes) is tuple and all(type(node) is bytes for node in nodes):
-            _last_nodes_area = (nodes, nodes_area)  # immutable all the way down
+        if _immutable_names(nodes):
+            _last_nodes_area = (nodes, nodes_area)
     qlen, blen = len(queue), len(body)
     joblen = _MIN_JOBLEN - 4 + qlen + blen + len(nodes_area)
     if joblen > _U32_MAX:
@@ -236,6 +241,11 @@ def _put_u32(p: Any, value: int) -> None:
 def _put_u64(p: Any, value: int) -> None:
     _put_u32(p, cython.cast(cython.uint, value))  # the low half (a cast: no big literal)
     _put_u32(p + 4, value >> 32)
+
+
+def _immutable_names(nodes: Sequence[bytes]) -> bool:
+    """Immutable all the way down: its serialized names may be reused by identity."""
+    return type(nodes) is tuple and all(type(node) is bytes for node in nodes)
 
 
 def _nodes_area(nodes: Sequence[bytes]) -> bytes:

@@ -30,6 +30,7 @@ from conveyor.core.job import (
     WAIT_REPL,
     Job,
 )
+from conveyor.core.job_alloc import new_job
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.state import (
     DEFAULT_TTL_S,
@@ -168,7 +169,9 @@ class JobsMixin(CoreState):
         if ctime <= self._last_ctime:
             ctime = self._last_ctime + 1  # jobs of the same ms keep their order
         self._last_ctime = ctime
-        job = Job(job_id, queue_name, body, repl, ctime, now_ms + ttl_s * 1000, delay_s, retry_s)
+        job = new_job(
+            job_id, queue_name, body, repl, ctime, now_ms + ttl_s * 1000, delay_s, retry_s
+        )
         self.jobs[job_id] = job
         self.jobs_bytes += JOB_OVERHEAD_BYTES + len(body)
         return job
@@ -203,7 +206,7 @@ class JobsMixin(CoreState):
         if etime_ms <= now_ms:
             return None
         queue = self.queues.get(queue_name)
-        job = Job(
+        job = new_job(
             job_id,
             queue_name if queue is None else queue.name,  # shared, as in add_checked
             body,

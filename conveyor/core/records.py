@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """A job as Disque serializes it (`JobRecord`), for the AOF and for the cluster bus.
 
 The codec (conveyor.core.codec) turns records into bytes; this module turns jobs into
@@ -6,6 +7,13 @@ through `Engine.import_job`. Flags: Disque's BCAST_QUEUED ("was queued at least 
 so a later queueing is a re-delivery") is Conveyor's QUEUED_ONCE; BCAST_WILLQUEUE is set
 with it for jobs that have retries, as Disque does; DELIVERED is DELIVERED, and a copy
 sent on the bus clears it (the receiver has not delivered it).
+
+Every copy a node sends and every job it appends to the AOF is made here, so compiled
+(`make compile`, with records.pxd) the record is built without Python-level calls: an
+exact Job's slots are read in place, the flags are translated in C, and the JobRecord is
+allocated at its size and filled (`_new_record`), where `tuple.__new__(JobRecord, items)`
+makes and copies a temporary tuple through a type call. 4.8k -> 2.8k instructions a
+record (docs/performance.md, eleventh look). Pure Python reads the same attributes.
 """
 
 from __future__ import annotations
@@ -18,19 +26,27 @@ from conveyor.core.codec import (
 )
 from conveyor.core.job import DELIVERED, QUEUED_ONCE, Job
 
+try:
+    import cython
+
+    COMPILED: bool = cython.compiled
+except ImportError:  # pure Python without Cython installed
+    COMPILED = False
+
 _U16_MAX = 0xFFFF
 _U32_MAX = 0xFFFFFFFF
 
 _tuple_new = tuple.__new__
 
 
-def disque_flags(job: Job, for_bus: bool = False) -> int:
-    flags = 0
-    if job.flags & QUEUED_ONCE:
-        flags = DISQUE_BCAST_QUEUED | (DISQUE_BCAST_WILLQUEUE if job.retry else 0)
-    if job.flags & DELIVERED and not for_bus:
-        flags |= DISQUE_DELIVERED
-    return flags
+def _disque_flags(flags: int, retry: int, for_bus: bool) -> int:
+    """Disque's persisted flags for Conveyor's `flags` (`retry`: the job's, in seconds)."""
+    disque = 0
+    if flags & QUEUED_ONCE:
+        disque = DISQUE_BCAST_QUEUED | (DISQUE_BCAST_WILLQUEUE if retry else 0)
+    if flags & DELIVERED and not for_bus:
+        disque |= DISQUE_DELIVERED
+    return disque
 
 
 def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -> JobRecord:
@@ -39,28 +55,125 @@ def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -
     etime is absolute unix seconds in the AOF and, on the bus, seconds left + 1 (so a
     copy never arrives already expired by rounding).
     """
+    if _IN_PLACE and type(job) is Job:
+        return _job_record_in_place(job, node_name, now_ms, for_bus)
     etime = max(job.etime - now_ms, 0) // 1000 + 1 if for_bus else job.etime // 1000
     nodes = (node_name,) if job.nodes_delivered is None else job.nodes_delivered
-    # Positional through tuple.__new__ (field order as in JobRecord): no Python-level
-    # __new__ on the path of every job replicated or appended to the AOF.
-    return _tuple_new(
-        JobRecord,
-        (
-            job.id,
-            job.state,
-            0,  # gc_retry
-            disque_flags(job, for_bus) if job.flags else 0,  # a new job's: no call
-            # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and
-            # RETRY up to 2**63-1 seconds, as Disque does, which then truncates) saturate.
-            min(job.repl, _U16_MAX),
-            min(etime, _U32_MAX),
-            job.ctime,
-            min(job.delay, _U32_MAX),
-            min(job.retry, _U32_MAX),
-            min(job.nacks, _U16_MAX),
-            min(job.additional_deliveries, _U16_MAX),
-            job.queue,
-            job.body,
-            nodes,
-        ),
+    flags = job.flags
+    # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and RETRY up
+    # to 2**63-1 seconds, as Disque does, which then truncates) saturate.
+    return _new_record(
+        job.id,
+        job.state,
+        _disque_flags(flags, job.retry, for_bus) if flags else 0,  # a new job's: no call
+        min(job.repl, _U16_MAX),
+        min(etime, _U32_MAX),
+        job.ctime,
+        min(job.delay, _U32_MAX),
+        min(job.retry, _U32_MAX),
+        min(job.nacks, _U16_MAX),
+        min(job.additional_deliveries, _U16_MAX),
+        job.queue,
+        job.body,
+        nodes,
     )
+
+
+# The slots job_record reads, in the order _job_record_in_place numbers them.
+_SLOTS = (
+    "id",
+    "state",
+    "flags",
+    "retry",
+    "repl",
+    "etime",
+    "ctime",
+    "delay",
+    "nacks",
+    "additional_deliveries",
+    "queue",
+    "body",
+    "nodes_delivered",
+)
+# Compiled, where each of them lies in a Job, learnt from Job's own slot descriptors
+# (`_offsets`, job_slots.h): a read in place is a load, where compiled code reading
+# `job.id` goes through the generic attribute lookup (~90 instructions, 13 reads a
+# record). The records are then allocated directly (a tuple subclass: `_put` fills it).
+_IN_PLACE: bool = (
+    COMPILED and issubclass(JobRecord, tuple) and _learn_slots(Job, _SLOTS, _offsets, len(_SLOTS))  # noqa: F821
+)
+
+
+def _job_record_in_place(job: Job, node_name: bytes, now_ms: int, for_bus: bool) -> JobRecord:
+    """job_record's path for an exact Job, compiled: the same record, each slot read in
+    place (`_offsets[i]`: where slot i of _SLOTS lies; AttributeError if never set)."""
+    etime = _slot(job, _offsets[5])  # noqa: F821
+    etime = max(etime - now_ms, 0) // 1000 + 1 if for_bus else etime // 1000
+    nodes = _slot(job, _offsets[12])  # noqa: F821
+    if nodes is None:
+        nodes = (node_name,)
+    flags = _slot(job, _offsets[2])  # noqa: F821
+    retry = _slot(job, _offsets[3])  # noqa: F821
+    return _new_record(
+        _slot(job, _offsets[0]),  # noqa: F821
+        _slot(job, _offsets[1]),  # noqa: F821
+        _disque_flags(flags, retry, for_bus) if flags else 0,
+        min(_slot(job, _offsets[4]), _U16_MAX),  # noqa: F821
+        min(etime, _U32_MAX),
+        _slot(job, _offsets[6]),  # noqa: F821
+        min(_slot(job, _offsets[7]), _U32_MAX),  # noqa: F821
+        min(retry, _U32_MAX),
+        min(_slot(job, _offsets[8]), _U16_MAX),  # noqa: F821
+        min(_slot(job, _offsets[9]), _U16_MAX),  # noqa: F821
+        _slot(job, _offsets[10]),  # noqa: F821
+        _slot(job, _offsets[11]),  # noqa: F821
+        nodes,
+    )
+
+
+def _new_record(
+    job_id: bytes,
+    state: int,
+    flags: int,
+    repl: int,
+    etime: int,
+    ctime: int,
+    delay: int,
+    retry: int,
+    nacks: int,
+    deliveries: int,
+    queue: bytes,
+    body: bytes,
+    nodes: tuple[bytes, ...],
+) -> JobRecord:
+    """JobRecord(job_id, state, 0, flags, ...): gc_retry is always 0 here."""
+    if not _IN_PLACE:
+        # Positional through tuple.__new__ (field order as in JobRecord): no Python-level
+        # __new__ on the path of every job replicated or appended to the AOF.
+        return _tuple_new(
+            JobRecord,
+            (job_id, state, 0, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
+             queue, body, nodes),
+        )  # fmt: skip
+    record = _alloc_untracked(JobRecord, 14)  # noqa: F821
+    _put(record, 0, job_id)
+    _put(record, 1, state)
+    _put(record, 2, 0)
+    _put(record, 3, flags)
+    _put(record, 4, repl)
+    _put(record, 5, etime)
+    _put(record, 6, ctime)
+    _put(record, 7, delay)
+    _put(record, 8, retry)
+    _put(record, 9, nacks)
+    _put(record, 10, deliveries)
+    _put(record, 11, queue)
+    _put(record, 12, body)
+    _put(record, 13, nodes)
+    return record  # type: ignore[no-any-return]
+
+
+def _put(record: JobRecord, i: int, value: object) -> None:
+    """Item `i` of a record just allocated (compiled only: the C API from records.pxd)."""
+    Py_INCREF(value)  # noqa: F821  (PyTuple_SET_ITEM takes the reference over)
+    PyTuple_SET_ITEM(record, i, value)  # noqa: F821

@@ -1,0 +1,81 @@
+# cython: annotation_typing=False
+"""New jobs, made without a Python-level call when compiled.
+
+Every ADDJOB makes a Job, and `Job(...)` costs ~3.5k instructions: the class call, its
+Python __init__ storing sixteen slots, and the call that takes the job out of the cycle
+collector's sight (core/untracked.py). Compiled (`make compile`, with job_alloc.pxd),
+`new_job` allocates the Job untracked and stores each slot in place at the offset its
+descriptor states (job_slots.h), for the same object __init__ makes. Pure Python, or a
+Job whose slots are not all listed below (a slot added later), calls Job(...) itself;
+tests/core/test_job_alloc.py holds both to the same sixteen values.
+"""
+
+from __future__ import annotations
+
+from conveyor.core.job import ACTIVE, Job
+
+try:
+    import cython
+
+    COMPILED: bool = cython.compiled
+except ImportError:  # pure Python without Cython installed
+    COMPILED = False
+
+# Job's slots, in the order new_job stores them (as Job.__init__ does).
+_FIELDS = (
+    "id",
+    "queue",
+    "body",
+    "state",
+    "repl",
+    "ctime",
+    "etime",
+    "delay",
+    "retry",
+    "nacks",
+    "additional_deliveries",
+    "qtime",
+    "flags",
+    "awake",
+    "nodes_delivered",
+    "nodes_confirmed",
+)
+_IN_PLACE: bool = (
+    COMPILED
+    and sorted(_FIELDS) == sorted(Job.__slots__)
+    and _learn_slots(Job, _FIELDS, _offsets, len(_FIELDS))  # noqa: F821
+)
+
+
+def new_job(
+    job_id: bytes,
+    queue: bytes,
+    body: bytes,
+    repl: int,
+    ctime: int,
+    etime: int,
+    delay: int,
+    retry: int,
+) -> Job:
+    """Job(job_id, queue, body, repl, ctime, etime, delay, retry), ACTIVE."""
+    if not _IN_PLACE:
+        return Job(job_id, queue, body, repl, ctime, etime, delay, retry)
+    # The C helpers and `_offsets` come from job_alloc.pxd (compiled only).
+    job = _alloc_untracked(Job, 0)  # noqa: F821
+    _fill(job, _offsets[0], job_id)  # noqa: F821
+    _fill(job, _offsets[1], queue)  # noqa: F821
+    _fill(job, _offsets[2], body)  # noqa: F821
+    _fill(job, _offsets[3], ACTIVE)  # noqa: F821
+    _fill(job, _offsets[4], repl)  # noqa: F821
+    _fill(job, _offsets[5], ctime)  # noqa: F821
+    _fill(job, _offsets[6], etime)  # noqa: F821
+    _fill(job, _offsets[7], delay)  # noqa: F821
+    _fill(job, _offsets[8], retry)  # noqa: F821
+    _fill(job, _offsets[9], 0)  # noqa: F821
+    _fill(job, _offsets[10], 0)  # noqa: F821
+    _fill(job, _offsets[11], 0)  # noqa: F821
+    _fill(job, _offsets[12], 0)  # noqa: F821
+    _fill(job, _offsets[13], 0)  # noqa: F821
+    _fill(job, _offsets[14], None)  # noqa: F821
+    _fill(job, _offsets[15], None)  # noqa: F821
+    return job  # type: ignore[no-any-return]

@@ -1,0 +1,26 @@
+# Declarations for compiling records.py with Cython (`make compile`); pure Python never
+# reads this file. The C helpers are in job_slots.h.
+import cython
+
+cdef extern from "conveyor/core/job_slots.h":
+    bint _learn_slots "conveyor_learn_slots" (object job_type, object names,
+                                              Py_ssize_t *offsets, Py_ssize_t capacity)
+    object _slot "conveyor_slot" (object job, Py_ssize_t offset)
+    object _alloc_untracked "conveyor_alloc_untracked" (object record_type, Py_ssize_t items)
+
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+
+# Where each slot of _SLOTS lies in a Job (records.py).
+cdef Py_ssize_t _offsets[13]
+
+# The flags, as C constants (assigned from their imports at module start).
+cdef long DISQUE_BCAST_QUEUED, DISQUE_BCAST_WILLQUEUE, DISQUE_DELIVERED, DELIVERED, QUEUED_ONCE
+
+@cython.locals(disque=cython.long)
+cdef long _disque_flags(long flags, object retry, bint for_bus) except? -1
+cdef object _job_record_in_place(object job, object node_name, object now_ms, bint for_bus)
+cdef object _new_record(object job_id, object state, object flags, object repl, object etime,
+                        object ctime, object delay, object retry, object nacks,
+                        object deliveries, object queue, object body, object nodes)
+cdef void _put(object record, Py_ssize_t i, object value)
