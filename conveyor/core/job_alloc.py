@@ -40,11 +40,10 @@ _FIELDS = (
     "nodes_delivered",
     "nodes_confirmed",
 )
-_IN_PLACE: bool = (
-    COMPILED
-    and sorted(_FIELDS) == sorted(Job.__slots__)
-    and _learn_slots(Job, _FIELDS, _offsets, len(_FIELDS))  # noqa: F821
-)
+# Compiled, where each of them lies in a Job (`_offsets`, job_slots.h).
+_IN_PLACE: bool = COMPILED and sorted(_FIELDS) == sorted(Job.__slots__)
+if _IN_PLACE:
+    _IN_PLACE = _learn_slots(Job, _FIELDS, _offsets, len(_FIELDS))  # noqa: F821
 
 
 def new_job(

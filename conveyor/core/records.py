@@ -99,9 +99,9 @@ _SLOTS = (
 # (`_offsets`, job_slots.h): a read in place is a load, where compiled code reading
 # `job.id` goes through the generic attribute lookup (~90 instructions, 13 reads a
 # record). The records are then allocated directly (a tuple subclass: `_put` fills it).
-_IN_PLACE: bool = (
-    COMPILED and issubclass(JobRecord, tuple) and _learn_slots(Job, _SLOTS, _offsets, len(_SLOTS))  # noqa: F821
-)
+_IN_PLACE: bool = COMPILED and issubclass(JobRecord, tuple)
+if _IN_PLACE:
+    _IN_PLACE = _learn_slots(Job, _SLOTS, _offsets, len(_SLOTS))  # noqa: F821
 
 
 def _job_record_in_place(job: Job, node_name: bytes, now_ms: int, for_bus: bool) -> JobRecord:
