@@ -26,17 +26,24 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DRIVER = HERE / "disque_suite.tcl"
 RUN_TIMEOUT_S = 3600  # the whole suite takes ~10 minutes here; a hang must end
+# The client ports Disque's framework gives its instances (tests/instances.tcl: from
+# disque_base_port 25000, a busy one skipped) and their bus ports, 10000 above.
+FRAMEWORK_PORTS = [*range(25000, 25010), *range(35000, 35010)]
+PORT_WAIT_S = 65.0  # Linux keeps a closed connection's port in TIME_WAIT for 60 s
 _UNIT = re.compile(r"^Testing unit: (\S+)")
 _BLOCK = re.compile(r"^\d\d:\d\d:\d\d> .*: (OK|FAILED)")
 
@@ -58,6 +65,38 @@ def prepare(scratch: Path, disque_src: Path, server: Path | None) -> None:
         binary.chmod(0o755)
     else:
         binary.symlink_to(server.resolve())
+
+
+def busy_ports(ports: Iterable[int]) -> list[int]:
+    """The ports a node could not listen on now, as it listens (SO_REUSEADDR)."""
+    busy = []
+    for port in ports:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
+def wait_for_ports(ports: Iterable[int], wait_s: float = PORT_WAIT_S) -> list[int]:
+    """Wait until every port can be listened on, or `wait_s`; returns those still busy.
+
+    The framework's bus ports (35000 and up) lie in Linux's default ephemeral range
+    (32768-60999). A client connection that just closed from one of them holds it in
+    TIME_WAIT for 60 s, and a node cannot listen there until then (Conveyor retries, C
+    Disque exits): right after a load of many connections (a benchmark, the crash test)
+    the first units would fail for a reason that says nothing about the nodes."""
+    ports = list(ports)
+    deadline = time.monotonic() + wait_s
+    busy = busy_ports(ports)
+    if busy:
+        print(f"disque_suite: ports {busy} are in use; waiting up to {wait_s:.0f} s", flush=True)
+    while busy and time.monotonic() < deadline:
+        time.sleep(1.0)
+        busy = busy_ports(busy)
+    return busy
 
 
 def tally(lines: list[str]) -> tuple[Counter[str], Counter[str]]:
@@ -111,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     if not source or not (Path(source) / "tests" / "cluster").is_dir():
         print("disque_suite: set DISQUE_SRC to a checkout of antirez/disque", file=sys.stderr)
         return 2
+    still_busy = wait_for_ports(FRAMEWORK_PORTS)
+    if still_busy:
+        print(f"disque_suite: ports {still_busy} still in use; the units that need them "
+              "will fail", file=sys.stderr)  # fmt: skip
     scratch = Path(tempfile.mkdtemp(prefix="conveyor-disque-suite-"))
     try:
         prepare(scratch, Path(source), args.server)

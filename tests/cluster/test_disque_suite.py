@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -69,3 +72,23 @@ def test_the_first_unit_of_disques_suite_passes_against_conveyor() -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:]
     assert "00-base.tcl                    5 passed   0 failed" in done.stdout
+
+
+def test_the_framework_ports_are_waited_for_until_free() -> None:
+    script = load_script()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        assert script.busy_ports([port]) == [port]
+        started = time.monotonic()
+        # Still held at the end of the wait: reported, after waiting no longer than asked.
+        assert script.wait_for_ports([port], wait_s=1.5) == [port]
+        assert 1.0 <= time.monotonic() - started < 10
+        threading.Timer(1.0, holder.close).start()
+        assert script.wait_for_ports([port], wait_s=30) == []  # freed meanwhile
+    finally:
+        holder.close()
+    assert script.busy_ports([port]) == []
+    assert 35000 in script.FRAMEWORK_PORTS and 25006 in script.FRAMEWORK_PORTS
