@@ -5,14 +5,16 @@ Every ADDJOB makes a Job, and `Job(...)` costs ~3.5k instructions: the class cal
 Python __init__ storing sixteen slots, and the call that takes the job out of the cycle
 collector's sight (core/untracked.py). Compiled (`make compile`, with job_alloc.pxd),
 `new_job` allocates the Job untracked and stores each slot in place at the offset its
-descriptor states (job_slots.h), for the same object __init__ makes. Pure Python, or a
-Job whose slots are not all listed below (a slot added later), calls Job(...) itself;
-tests/core/test_job_alloc.py holds both to the same sixteen values.
+descriptor states (job_slots.h): the eight it is given, and the others as Job.__init__
+set them on a job made once at import (`_TEMPLATE`), so that __init__ stays the one place
+that says how a job starts. Pure Python, or a Job whose slots are not all listed below (a
+slot added later), calls Job(...) itself; tests/core/test_job_alloc.py holds both to the
+same sixteen values.
 """
 
 from __future__ import annotations
 
-from conveyor.core.job import ACTIVE, Job
+from conveyor.core.job import Job
 
 try:
     import cython
@@ -21,17 +23,17 @@ try:
 except ImportError:  # pure Python without Cython installed
     COMPILED = False
 
-# Job's slots, in the order new_job stores them (as Job.__init__ does).
+# Job's slots: new_job's arguments, in their order, then those it copies from _TEMPLATE.
 _FIELDS = (
     "id",
     "queue",
     "body",
-    "state",
     "repl",
     "ctime",
     "etime",
     "delay",
     "retry",
+    "state",
     "nacks",
     "additional_deliveries",
     "qtime",
@@ -40,10 +42,12 @@ _FIELDS = (
     "nodes_delivered",
     "nodes_confirmed",
 )
+_ARGUMENTS = 8
 # Compiled, where each of them lies in a Job (`_offsets`, job_slots.h).
 _IN_PLACE: bool = COMPILED and sorted(_FIELDS) == sorted(Job.__slots__)
 if _IN_PLACE:
     _IN_PLACE = _learn_slots(Job, _FIELDS, _offsets, len(_FIELDS))  # noqa: F821
+    _TEMPLATE = Job(b"", b"", b"", 0, 0, 0, 0, 0)
 
 
 def new_job(
@@ -64,17 +68,11 @@ def new_job(
     _fill(job, _offsets[0], job_id)  # noqa: F821
     _fill(job, _offsets[1], queue)  # noqa: F821
     _fill(job, _offsets[2], body)  # noqa: F821
-    _fill(job, _offsets[3], ACTIVE)  # noqa: F821
-    _fill(job, _offsets[4], repl)  # noqa: F821
-    _fill(job, _offsets[5], ctime)  # noqa: F821
-    _fill(job, _offsets[6], etime)  # noqa: F821
-    _fill(job, _offsets[7], delay)  # noqa: F821
-    _fill(job, _offsets[8], retry)  # noqa: F821
-    _fill(job, _offsets[9], 0)  # noqa: F821
-    _fill(job, _offsets[10], 0)  # noqa: F821
-    _fill(job, _offsets[11], 0)  # noqa: F821
-    _fill(job, _offsets[12], 0)  # noqa: F821
-    _fill(job, _offsets[13], 0)  # noqa: F821
-    _fill(job, _offsets[14], None)  # noqa: F821
-    _fill(job, _offsets[15], None)  # noqa: F821
+    _fill(job, _offsets[3], repl)  # noqa: F821
+    _fill(job, _offsets[4], ctime)  # noqa: F821
+    _fill(job, _offsets[5], etime)  # noqa: F821
+    _fill(job, _offsets[6], delay)  # noqa: F821
+    _fill(job, _offsets[7], retry)  # noqa: F821
+    for i in range(_ARGUMENTS, 16):  # 16: len(_FIELDS), the size of `_offsets`
+        _copy_slot(job, _TEMPLATE, _offsets[i])  # noqa: F821
     return job  # type: ignore[no-any-return]

@@ -58,6 +58,18 @@ static inline void conveyor_fill_slot(PyObject *obj, Py_ssize_t offset, PyObject
     *(PyObject **)((char *)obj + offset) = value;
 }
 
+/* Sets the slot at `offset` of an object just allocated to what `source` (of the same
+ * type) holds there: 0, or -1 with AttributeError when that slot was never set. */
+static inline int conveyor_copy_slot(PyObject *obj, PyObject *source, Py_ssize_t offset) {
+    PyObject *value = *(PyObject **)((char *)source + offset);
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a Job slot was never set");
+        return -1;
+    }
+    conveyor_fill_slot(obj, offset, value);
+    return 0;
+}
+
 /* A zeroed instance of `type` (`items`: its length, for a tuple subclass), out of the
  * cycle collector's sight: only for objects that can never be part of a reference
  * cycle (a Job, a JobRecord: ints, bytes, None and tuples of bytes). */

@@ -1,13 +1,8 @@
 # Declarations for compiling records.py with Cython (`make compile`); pure Python never
-# reads this file. The C helpers are in job_slots.h.
+# reads this file. The C helpers are in job_slots.h (job_slots.pxd).
 import cython
 
-cdef extern from "conveyor/core/job_slots.h":
-    bint _learn_slots "conveyor_learn_slots" (object job_type, object names,
-                                              Py_ssize_t *offsets, Py_ssize_t capacity)
-    object _slot "conveyor_slot" (object job, Py_ssize_t offset)
-    object _alloc_untracked "conveyor_alloc_untracked" (object record_type, Py_ssize_t items)
-
+from conveyor.core.job_slots cimport _alloc_untracked, _learn_slots, _slot
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 
