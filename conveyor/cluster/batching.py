@@ -162,6 +162,26 @@ class CopyOutbox:
             batches.append(_CopyBatch(len(actions), targets, header, [record]))
         actions.extend([Send(name, message) for name in targets])
 
+    def add_run(
+        self,
+        actions: list[Action],
+        targets: tuple[bytes, ...],
+        header: Header,
+        records: list[JobRecord],
+        takes_batches: Callable[[bytes], bool],
+    ) -> None:
+        """`add` for each of `records`, in their order."""
+        if not records:
+            return
+        self.add(actions, targets, header, records[0], takes_batches)
+        last = self._batches[-1] if self._batches else None
+        if last is None or last.jobs[-1] is not records[0]:
+            for record in records[1:]:  # not batched (a C Disque target): one by one
+                self.add(actions, targets, header, record, takes_batches)
+            return
+        last.jobs.extend(records[1:])
+        self.extra_sends += len(targets) * (len(records) - 1)
+
     def seal(self, actions: list[Action]) -> None:
         """The batches in `actions` as REPLJOBs of all their jobs; the outbox empty."""
         if self._actions is actions:

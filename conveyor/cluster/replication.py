@@ -31,7 +31,6 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from conveyor.cluster.actions import Send
@@ -45,6 +44,7 @@ from conveyor.cluster.messages import (
     Header,
     ReplJob,
 )
+from conveyor.cluster.planned_adds import PlannedAdds
 from conveyor.core.args import AddJobArgs
 from conveyor.core.codec import JobRecord
 from conveyor.core.effects import Reply
@@ -53,7 +53,6 @@ from conveyor.core.job import DELETED, QUEUED_ONCE, WAIT_REPL, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
-from conveyor.core.state import JOB_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES
 
 _tuple_new = tuple.__new__
 
@@ -85,19 +84,6 @@ class TakenOnce:
         return len(self._ids)
 
 
-@dataclass(slots=True)
-class AddPlan:
-    """What the ADDJOBs of a run share once their options passed the checks (plan_adds)."""
-
-    repl: int
-    ttl_s: int
-    retry_s: int
-    synchronous: bool
-    targets: tuple[bytes, ...] | None  # None: drawn per job
-    header: Header
-    headroom: int  # bytes the run may still add below the memory warning's threshold
-
-
 class PendingAdd(NamedTuple):
     """A synchronous ADDJOB waiting for its copies. Made with tuple.__new__ (every
     synchronous job: a class's __init__ is a Python call) and replaced, not changed."""
@@ -108,7 +94,7 @@ class PendingAdd(NamedTuple):
     next_target_ms: int
 
 
-class Replication:
+class Replication(PlannedAdds):
     def __init__(self, core: NodeCore, membership: Membership, rand: random.Random) -> None:
         self.core = core
         self.membership = membership
@@ -150,49 +136,6 @@ class Replication:
         answered = self._replicate(job, args, targets, external, header, synchronous, token, now_ms)
         return job, answered
 
-    def plan_adds(self, args: AddJobArgs) -> AddPlan | None:
-        """What the ADDJOBs of a run with these options share (node/addjob_runs.py): their
-        checks, made once; the targets and header of their copies. None when each job
-        must take add_job's path: this node replicates externally (leaving, or memory
-        past the warning level), or the checks fail (each job then gets the error)."""
-        core = self.core
-        if core.replicates_externally():
-            return None
-        try:
-            ttl_s, retry_s = core.check_add(args)  # resolves REPLICATE None in args
-        except CommandError:
-            return None
-        synchronous = args.repl > 1 and not args.asynchronous
-        others = self._reachable_others()
-        # All of them, or a random draw per job, as add_job makes it.
-        targets = others if args.repl - 1 >= len(others) else None
-        # Until the run has added this much it stays below the memory warning's threshold,
-        # so replicates_externally() stays false: each job counts its bytes and a queue.
-        headroom = core.warning_guard - core.memory_estimate()
-        header = self._header(noreply=not synchronous)
-        return AddPlan(args.repl, ttl_s, retry_s, synchronous, targets, header, headroom)
-
-    def add_planned(
-        self, plan: AddPlan, args: AddJobArgs, token: Any, now_ms: int
-    ) -> tuple[Job, bool]:
-        """add_job for one job of a planned run (`args`: the run's options, with this
-        job's queue and body), without checking the run's options again."""
-        plan.headroom -= JOB_OVERHEAD_BYTES + QUEUE_OVERHEAD_BYTES + len(args.body)
-        if plan.headroom < 0:
-            return self.add_job(args, token, now_ms)  # near the warning: checked exactly
-        args.repl = repl = plan.repl
-        synchronous = plan.synchronous
-        job = self.core.add_checked(args, plan.ttl_s, plan.retry_s, now_ms, synchronous)
-        if repl == 1:
-            return job, True
-        targets = plan.targets
-        if targets is None:
-            targets = self._pick(repl - 1)
-        answered = self._replicate(
-            job, args, targets, False, plan.header, synchronous, token, now_ms
-        )
-        return job, answered
-
     def _replicate(
         self,
         job: Job,
@@ -230,6 +173,19 @@ class Replication:
             PendingAdd, (job, token, deadline, now_ms + EXTRA_TARGET_MS)
         )
         return False
+
+    def await_copies(
+        self, jobs: list[Job], tokens: list[Any], timeout_ms: int, now_ms: int
+    ) -> None:
+        """What _replicate leaves for a synchronous job kept here, for each of `jobs`
+        (their copies just queued to their targets; `tokens`: the clients to answer)."""
+        confirmed = (self.membership.myself.name,)
+        deadline = now_ms + timeout_ms if timeout_ms else 0
+        next_target_ms = now_ms + EXTRA_TARGET_MS
+        pending = self.pending
+        for job, token in zip(jobs, tokens, strict=True):
+            job.nodes_confirmed = confirmed
+            pending[job.id] = _tuple_new(PendingAdd, (job, token, deadline, next_target_ms))
 
     def _hand_over(self, job: Job, holders: tuple[bytes, ...], now_ms: int) -> None:
         """An externally replicated job: one of its holders is told to queue it (ENQUEUE,
@@ -378,7 +334,10 @@ class Replication:
     def got_copies(self, sender: bytes, entries: Iterable[tuple[bytes, int]], now_ms: int) -> None:
         """`sender` holds a copy of each job of `entries` ((job ID, unused) pairs: one
         GOTJOB, or a Conveyor node's batch of them for a pipeline's ADDJOBs)."""
-        jobs = self.core.jobs
+        core = self.core
+        jobs = core.jobs
+        pending = self.pending
+        me = self.membership.myself.name
         for job_id, _ in entries:
             job = jobs.get(job_id)
             if job is None or job.state != WAIT_REPL:
@@ -386,8 +345,16 @@ class Replication:
             confirmed = job.nodes_confirmed or ()
             if sender not in confirmed:
                 job.nodes_confirmed = confirmed = (*confirmed, sender)
-            if len(confirmed) >= job.repl:
-                self.achieved(job, now_ms)
+            if len(confirmed) < job.repl:
+                continue
+            if me not in (job.nodes_delivered or ()):
+                self.achieved(job, now_ms)  # replicated externally: handed over
+                continue
+            # achieved's usual case without its call: every synchronous job comes here.
+            added = pending.pop(job_id, None)
+            if added is not None:
+                core.replies.append(_tuple_new(Reply, (added.token, b"+%s\r\n" % job.id)))
+            core.replicated(job, now_ms)
 
     def achieved(self, job: Job, now_ms: int, acked: bool = False) -> None:
         """Enough copies (or, `acked`, another node acked it already): active, client

@@ -48,6 +48,22 @@ class JobIdGenerator:
         end = self._next = start + _RANDOM_CHARS
         return b"".join((self._prefix, self._chars[start:end], suffix))
 
+    def next_ids(self, ttl_s: int, retry_s: int, count: int) -> list[bytes]:
+        """`count` IDs, as `count` calls of next_id would make them (a run of ADDJOBs)."""
+        suffix = self._suffixes.get((ttl_s, retry_s))
+        if suffix is None:
+            suffix = self.suffix_for(ttl_s, retry_s)
+        prefix = self._prefix
+        ids = []
+        for _ in range(count):
+            start = self._next
+            if start >= _BLOCK_CHARS:
+                self._draw()
+                start = 0
+            end = self._next = start + _RANDOM_CHARS
+            ids.append(b"".join((prefix, self._chars[start:end], suffix)))
+        return ids
+
     def suffix_for(self, ttl_s: int, retry_s: int) -> bytes:
         """The `-05a1` tail of IDs for these times (formatted once per distinct pair)."""
         suffix = b"-%04x" % ttl_digits(ttl_s, retry_s)

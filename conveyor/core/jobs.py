@@ -101,6 +101,59 @@ class JobsMixin(CoreState):
         self._schedule_first_queueing(job, now_ms)
         return job
 
+    def add_run(
+        self,
+        args: AddJobArgs,
+        bodies: list[bytes],
+        ttl_s: int,
+        retry_s: int,
+        now_ms: int,
+        wait_repl: bool,
+    ) -> list[Job] | None:
+        """add_checked for a job of each of `bodies`, in their order, in one call (a run
+        of ADDJOBs: node/addjob_runs.py), when none can be refused and none needs more than
+        `_register` and the filing after it: a queue that exists, no MAXLEN given, not
+        paused for input, no DELAY, nobody reading job events and, when the jobs are
+        queued at once, nobody waiting on the queue and no other node asking for it.
+        Else None, having added nothing. Each job ends as add_checked would leave it
+        (tests/core/test_add_run.py)."""
+        if not bodies:
+            return []
+        queue = self.queues.get(args.queue)
+        if (
+            queue is None
+            or args.maxlen is not None
+            or queue.pause & PAUSE_IN
+            or args.delay_s
+            or self.job_events is not None
+            or (not wait_repl and (queue.blocked or queue.name in self.wanted_queues))
+        ):
+            return None
+        ctime = now_ms * 1_000_000
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1  # jobs of the same ms keep their order
+        name, repl, etime = queue.name, args.repl or 1, now_ms + ttl_s * 1000
+        state, flags = (WAIT_REPL, 0) if wait_repl else (QUEUED, QUEUED_ONCE)
+        jobs_by_id = self.jobs
+        jobs = []
+        size = 0
+        for job_id, body in zip(
+            self._ids.next_ids(ttl_s, retry_s, len(bodies)), bodies, strict=True
+        ):
+            job = new_job(job_id, name, body, repl, ctime, etime, 0, retry_s)
+            job.state = state
+            job.flags = flags
+            jobs_by_id[job_id] = job
+            jobs.append(job)
+            size += len(body)
+            ctime += 1
+        self._last_ctime = ctime - 1
+        self.jobs_bytes += JOB_OVERHEAD_BYTES * len(jobs) + size
+        if not wait_repl:
+            queue.admit_new(jobs, now_ms)
+        self.timers.file_new_jobs(jobs, etime, now_ms)
+        return jobs
+
     def _schedule_first_queueing(self, job: Job, now_ms: int) -> None:
         if job.delay:
             job.qtime = now_ms + job.delay * 1000

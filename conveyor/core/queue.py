@@ -84,6 +84,18 @@ class JobQueue:
         self.count += 1
         self.jobs_in += 1
 
+    def admit_new(self, jobs: list[Job], now_ms: int) -> None:
+        """admit for new jobs in creation-time order (a run of ADDJOBs), QUEUED already."""
+        entries = self.entries
+        if entries and entries[-1].ctime > jobs[0].ctime:
+            for job in jobs:  # an older job requeued meanwhile: each finds its place
+                self.admit(job, now_ms)
+            return
+        entries.extend(jobs)
+        self.atime_ms = now_ms
+        self.count += len(jobs)
+        self.jobs_in += len(jobs)
+
     def pop(self) -> Job | None:
         """Take the oldest live job out of the queue entries (the caller changes its state)."""
         entries = self.entries

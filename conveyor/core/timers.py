@@ -77,6 +77,16 @@ class Timers:
         job.awake = key
         entry[1].append(job)
 
+    def file_new_jobs(self, jobs: list[Job], when_ms: int, now_ms: int) -> None:
+        """file_job for jobs never filed yet, all due at `when_ms` (a run of ADDJOBs)."""
+        if not jobs:
+            return
+        self.file_job(jobs[0], when_ms, now_ms)
+        key, bucket = self._last  # where the first went: the others join it
+        for job in jobs[1:]:
+            job.awake = key
+        bucket.extend(jobs[1:])
+
     def due_jobs(self, now_ms: int) -> list[Job]:
         """Pop every job filed in a bucket that is due; stale entries are filtered."""
         heap = self._bucket_heap

@@ -16,6 +16,12 @@ through `Server.execute`: a single node (its own fast path), a renamed or refuse
 ADDJOB (loading), options that do not parse (each job gets the error). So a run answers
 exactly what its jobs would answer one by one; only the per-command counters are added
 once per run.
+
+A planned run into one queue whose jobs nothing can hold, refuse or send elsewhere (the
+usual case: a producer's pipeline, or node/turn_adds.py's ADDJOBs of one turn) goes
+further: `add_together` has all its jobs made, filed and copied in one call
+(ClusterDriver.add_run, Replication.add_run, JobsMixin.add_run), which saves the ~10
+Python calls each job otherwise makes on its way (docs/performance.md, twelfth look).
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from typing import TYPE_CHECKING
 
 from conveyor.core.args import AddJobArgs
 from conveyor.core.errors import OOM, CommandError
+from conveyor.core.state import JOB_OVERHEAD_BYTES
 from conveyor.node import cmd_jobs
-from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
+from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING, ReplySlot
 from conveyor.protocol.requests import ProtocolError
 from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
-    from conveyor.cluster.replication import AddPlan
+    from conveyor.cluster.planned_adds import AddPlan
     from conveyor.node.commands import Command
     from conveyor.node.connection import Connection
     from conveyor.node.server import Server
@@ -137,7 +144,18 @@ def run_addjobs(
     # A default REPLICATE, once resolved in `args`, is the same for every job of the run.
     plan = conn.server.cluster.replication.plan_adds(run.args)
     started = perf_counter_ns()
-    owed, out_bytes, ran = add_jobs(
+    done = None
+    if plan is not None:
+        done = add_together(
+            conn.server,
+            [(conn, request) for request in run],
+            command,
+            run.args,
+            plan,
+            out,
+            out_bytes,
+        )
+    owed, out_bytes, ran = done or add_jobs(
         conn.server, zip(repeat(conn), run), command, run.args, plan, out, out_bytes
     )
     command.calls += ran
@@ -216,3 +234,81 @@ def add_jobs(
         if conn.closed:
             closed = conn
     return owed, out_bytes, ran
+
+
+def add_together(
+    server: Server,
+    entries: list[tuple[Connection, list[bytes]]],
+    command: Command,
+    args: AddJobArgs,
+    plan: AddPlan,
+    out: list[bytes],
+    out_bytes: int,
+) -> tuple[int, int, int] | None:
+    """add_jobs for ADDJOBs into one queue, their jobs added in one call
+    (ClusterDriver.add_run) when none of them can be held, refused or answered with an
+    error: every client free to run it, memory well below the limit, the queue and the
+    plan as the core and the replication's add_run want them. Else None, having run
+    nothing: add_jobs runs them one by one. The replies are those add_jobs gives, in
+    the same order and the same writes."""
+    queue = entries[0][1][1]
+    if not _free_to_run_together(server, entries, queue):
+        return None
+    synchronous = plan.synchronous
+    slots = [ReplySlot(conn) for conn, _ in entries] if synchronous else []
+    args.queue = queue
+    failure = None
+    try:
+        jobs = server.cluster.add_run(args, plan, [request[2] for _, request in entries], slots)
+    except Exception as exc:  # a bug must cost the run's replies, not the connection
+        failure = command.failed(entries[0][1], exc)
+        jobs, synchronous, slots = [], False, []
+    if jobs is None:
+        return None
+    last: Connection | None = None
+    for index, (conn, _) in enumerate(entries):
+        conn.in_turn = False  # a turn's ADDJOB (node/turn_adds.py) has run
+        if conn is not last:
+            if last is not None and out:
+                last.write(b"".join(out))
+                out.clear()
+                out_bytes = 0
+            last = conn
+        deferred = conn.deferred
+        if synchronous:
+            conn.defer(slots[index])
+            if deferred is None and out:
+                conn.write(b"".join(out))  # the replies before it go now
+                out.clear()
+                out_bytes = 0
+            continue
+        reply = failure or b"+%s\r\n" % jobs[index].id
+        if deferred is not None:
+            deferred.add_ready(conn, reply)  # behind the replies still owed
+        else:
+            out.append(reply)
+            out_bytes += len(reply)
+    return len(slots), out_bytes, len(entries)
+
+
+def _free_to_run_together(
+    server: Server, entries: list[tuple[Connection, list[bytes]]], queue: bytes
+) -> bool:
+    """Whether add_jobs would run every one of `entries` without holding it (a client
+    blocked, or owed too many replies) or refusing it for memory, all into `queue`."""
+    size = 0
+    for conn, request in entries:
+        deferred = conn.deferred
+        if (
+            conn.closed
+            or conn.waiter is not None
+            or conn.pending
+            or (deferred is not None and len(deferred.slots) + len(entries) >= MAX_OUTSTANDING)
+            or request[1] != queue
+        ):
+            return False
+        size += len(request[2])
+    # Below the guard after the last job too: no job needs execute's check of maxmemory.
+    return (
+        server.core.jobs_bytes + size + JOB_OVERHEAD_BYTES * len(entries) <= server.core.oom_guard
+    )

@@ -38,7 +38,8 @@ from conveyor.cluster.messages import (
     Pause,
 )
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
-from conveyor.cluster.replication import EXTRA_TARGET_MS, AddPlan
+from conveyor.cluster.planned_adds import AddPlan
+from conveyor.cluster.replication import EXTRA_TARGET_MS
 from conveyor.cluster.state import ClusterState
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
@@ -49,6 +50,7 @@ from conveyor.node.send_policy import SendPolicy
 if TYPE_CHECKING:
     from conveyor.cluster.link import BusLink
     from conveyor.core.args import AddJobArgs
+    from conveyor.core.job import Job
     from conveyor.node.connection import Connection
     from conveyor.node.server import Server
 
@@ -328,6 +330,21 @@ class ClusterDriver(SendPolicy):
         if self._repl_timer is None:  # armed once for all the jobs waiting
             self._arm_replication_timer()
         return None
+
+    def add_run(
+        self, args: AddJobArgs, plan: AddPlan, bodies: list[bytes], slots: list[ReplySlot]
+    ) -> list[Job] | None:
+        """add_job for a job of each of `bodies` (the queue and options in `args`; a slot
+        for each when synchronous, which the caller defers), or None: each takes add_job
+        (Replication.add_run says when)."""
+        jobs = self.replication.add_run(plan, args, bodies, slots, self.server.now)
+        if jobs is not None and slots:
+            for slot, job in zip(slots, jobs, strict=True):
+                slot.job_id = job.id
+            self.sync_unsent += len(jobs)
+            if self._repl_timer is None:
+                self._arm_replication_timer()
+        return jobs
 
     def _arm_replication_timer(self) -> None:
         if self._repl_timer is None and self.replication.pending:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
-from conveyor.node.addjob_runs import add_jobs, plan_run
+from conveyor.node.addjob_runs import add_jobs, add_together, plan_run
 from conveyor.node.connection import now_ms
 from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
 
@@ -110,7 +110,9 @@ class TurnAdds:
         plan = self.server.cluster.replication.plan_adds(args)
         out: list[bytes] = []
         started = perf_counter_ns()
-        ran = add_jobs(self.server, _taken(entries[start:end]), command, args, plan, out, 0)[2]
+        alike = entries[start:end]
+        done = add_together(self.server, alike, command, args, plan, out, 0) if plan else None
+        ran = (done or add_jobs(self.server, _taken(alike), command, args, plan, out, 0))[2]
         if out:  # the last client's reply (the others' were written as the next came)
             entries[end - 1][0].write(b"".join(out))
         command.calls += ran

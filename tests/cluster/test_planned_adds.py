@@ -141,3 +141,74 @@ def test_a_run_crossing_the_memory_warning_replicates_externally_from_there() ->
     # The first jobs keep a copy here; past 75 % of maxmemory, none does.
     assert delivered[:3] == [True] * 3 and delivered[-3:] == [False] * 3
     assert delivered == sorted(delivered, reverse=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    options=_OPTIONS,
+    queues=st.lists(st.sampled_from([b"q", b"r", b"paused"]), min_size=1, max_size=12),
+    others=st.integers(1, 3),
+    jobs_before_warning=st.sampled_from([None, 0, 1, 3, 6]),
+    queue_first=st.booleans(),
+)
+def test_a_run_added_together_does_what_its_jobs_do_one_by_one(
+    options: tuple[bytes, ...],
+    queues: list[bytes],
+    others: int,
+    jobs_before_warning: int | None,
+    queue_first: bool,
+) -> None:
+    """Replication.add_run takes each stretch of one queue at once, or declines it (None,
+    having added nothing) and its jobs take add_planned, as node/addjob_runs.py does."""
+    body = b"x" * 100
+    maxmemory = 0
+    if jobs_before_warning is not None:
+        used = _alike(others, 0).core.memory_estimate() + 2 * QUEUE_OVERHEAD_BYTES
+        step = JOB_OVERHEAD_BYTES + len(body)
+        maxmemory = (used + jobs_before_warning * step + step // 2) * 100 // 75
+    one_by_one, together = _alike(others, maxmemory), _alike(others, maxmemory)
+    if queue_first:  # queues that exist already: a run is added together only into one
+        for state in (one_by_one, together):
+            for queue in (b"q", b"r"):
+                first = parse_addjob([b"ADDJOB", queue, b"first", b"5000", b"ASYNC"])
+                state.replication.add_job(first, object(), NOW)
+    tokens = [object() for _ in queues]
+
+    expected = []
+    for queue, token in zip(queues, tokens, strict=True):
+        args = parse_addjob([b"ADDJOB", queue, body, b"5000", *options])
+        expected.append(_outcome(one_by_one.replication.add_job, args, token, NOW))
+
+    run_args = parse_addjob([b"ADDJOB", b"q", body, b"5000", *options])
+    repl = run_args.repl
+    replication = together.replication
+    plan = replication.plan_adds(run_args)
+    got = []
+    start = 0
+    while start < len(queues):
+        end = start + 1
+        while end < len(queues) and queues[end] == queues[start]:
+            end += 1
+        run_args.queue, run_args.body, run_args.repl = queues[start], body, repl
+        jobs = None
+        if plan is not None:
+            bodies = [body] * (end - start)
+            jobs = replication.add_run(plan, run_args, bodies, tokens[start:end], NOW)
+        if jobs is not None:
+            answered = not plan.synchronous  # type: ignore[union-attr]
+            got.extend(
+                (job.id, job.state, job.nodes_delivered, job.nodes_confirmed, answered)
+                for job in jobs
+            )
+        for token in tokens[start:end] if jobs is None else ():
+            run_args.queue, run_args.body, run_args.repl = queues[start], body, repl
+            if plan is None:
+                got.append(_outcome(replication.add_job, run_args, token, NOW))
+            else:
+                got.append(_outcome(replication.add_planned, plan, run_args, token, NOW))
+        start = end
+
+    assert got == expected
+    assert _effects(together) == _effects(one_by_one)
+    pending = {job_id: added.token for job_id, added in together.replication.pending.items()}
+    assert pending == {i: added.token for i, added in one_by_one.replication.pending.items()}

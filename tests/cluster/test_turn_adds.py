@@ -120,3 +120,23 @@ def test_jobs_added_in_one_turn_are_replicated_as_asked(three: list[NodeProcess]
             copies = sum(show(node, job_id) is not None for node in three)  # type: ignore[arg-type]
             assert copies == int(request[5])
     assert show(origin, ids[6])[b"ttl"] > 500  # type: ignore[index]
+
+
+@pytest.mark.parametrize("mode", [(), ("ASYNC",)])
+def test_a_turn_into_a_queue_that_exists_answers_every_client(
+    three: list[NodeProcess], mode: tuple[str, ...]
+) -> None:
+    """Its jobs are added together (ClusterDriver.add_run): each client gets its own ID,
+    the last one too, whose reply is the one written after the run."""
+    origin = three[0]
+    queue = f"exists{len(mode)}"
+    origin.client().execute_command("ADDJOB", queue, "first", "5000", "REPLICATE", "3")
+    requests = [("ADDJOB", queue, f"job{n}", "5000", "REPLICATE", "3", *mode) for n in range(5)]
+    calls = _addjob_calls(origin)
+    ids = _in_one_turn(origin, requests)
+    assert all(isinstance(job_id, bytes) and JOB_ID.match(job_id) for job_id in ids)
+    assert len(set(ids)) == len(requests)
+    assert _addjob_calls(origin) - calls == len(requests)
+    for job_id, request in zip(ids, requests, strict=True):
+        shown = show(origin, job_id)  # type: ignore[arg-type]
+        assert shown is not None and shown[b"body"] == request[2].encode()
