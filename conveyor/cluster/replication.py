@@ -49,7 +49,7 @@ from conveyor.core.args import AddJobArgs
 from conveyor.core.codec import JobRecord
 from conveyor.core.effects import Reply
 from conveyor.core.errors import CommandError
-from conveyor.core.job import DELETED, QUEUED_ONCE, WAIT_REPL, Job
+from conveyor.core.job import ACTIVE, DELETED, QUEUED_ONCE, WAIT_REPL, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
@@ -338,6 +338,7 @@ class Replication(PlannedAdds):
         jobs = core.jobs
         pending = self.pending
         me = self.membership.myself.name
+        confirmed_here: list[Job] = []
         for job_id, _ in entries:
             job = jobs.get(job_id)
             if job is None or job.state != WAIT_REPL:
@@ -354,7 +355,11 @@ class Replication(PlannedAdds):
             added = pending.pop(job_id, None)
             if added is not None:
                 core.replies.append(_tuple_new(Reply, (added.token, b"+%s\r\n" % job.id)))
-            core.replicated(job, now_ms)
+            # Out of wait-repl at once: another GOTJOB for it in this batch (a REPLJOB
+            # sent again and answered twice) finds it confirmed already.
+            job.state = ACTIVE
+            confirmed_here.append(job)
+        core.replicated_run(confirmed_here, now_ms)  # each queued as `replicated` does
 
     def achieved(self, job: Job, now_ms: int, acked: bool = False) -> None:
         """Enough copies (or, `acked`, another node acked it already): active, client

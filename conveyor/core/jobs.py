@@ -179,6 +179,38 @@ class JobsMixin(CoreState):
             self._changed(EV_REPLICATED, job, now_ms)
         self._schedule_first_queueing(job, now_ms)
 
+    def replicated_run(self, jobs: list[Job], now_ms: int) -> None:
+        """replicated for each of `jobs`, in their order (the copies a batch of GOTJOBs
+        confirmed), in one call when all are fresh jobs without DELAY for one queue that
+        exists and nobody waits on, in creation-time order, with nobody reading job
+        events and no other node asking for the queue: the short way of
+        `_schedule_first_queueing` for them all (tests/core/test_add_run.py)."""
+        if not jobs:
+            return
+        name = jobs[0].queue
+        queue = self.queues.get(name)
+        short = not (
+            self.job_events is not None
+            or queue is None
+            or queue.blocked
+            or name in self.wanted_queues
+        )
+        ctime = -1
+        for job in jobs if short else ():
+            if job.queue != name or job.delay or job.flags or job.ctime <= ctime:
+                short = False
+                break
+            ctime = job.ctime
+        if not short:
+            for job in jobs:
+                self.replicated(job, now_ms)
+            return
+        for job in jobs:
+            job.state = QUEUED
+            job.flags = QUEUED_ONCE
+        queue.admit_new(jobs, now_ms)  # type: ignore[union-attr]
+        self.timers.file_at_etime(jobs, now_ms)
+
     def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
         """ADDJOB with no options: the producer hot path, same outcome as add_job."""
         queue = self.queues.get(queue_name)

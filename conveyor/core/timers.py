@@ -87,6 +87,18 @@ class Timers:
             job.awake = key
         bucket.extend(jobs[1:])
 
+    def file_at_etime(self, jobs: list[Job], now_ms: int) -> None:
+        """file_job(job, job.etime, now_ms) for each of `jobs` (a batch of confirmed
+        copies: their etimes are mostly the same, and most are filed there already)."""
+        for job in jobs:
+            if job.etime != self._last_when:
+                self.file_job(job, job.etime, now_ms)
+                continue
+            key, bucket = self._last  # file_job's first case, without its call
+            if job.awake != key:
+                job.awake = key
+                bucket.append(job)
+
     def due_jobs(self, now_ms: int) -> list[Job]:
         """Pop every job filed in a bucket that is due; stale entries are filtered."""
         heap = self._bucket_heap

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.core.args import AddJobArgs, GetJobArgs
-from conveyor.core.job import Job
+from conveyor.core.job import NACK_PENDING, QUEUED_ONCE, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from tests.core.test_first_queueing import _Hooks
@@ -58,12 +58,15 @@ def _state(core: NodeCore) -> tuple[Any, ...]:
             [(name, getattr(job, name)) for name in Job.__slots__] for job in core.jobs.values()
         ),
         all(job.queue is queue.name for job in core.jobs.values()) if queue else None,
-        [entry.id for entry in queue.entries] if queue is not None else None,
+        {name: [entry.id for entry in queue.entries] for name, queue in core.queues.items()},
         (queue.count, queue.jobs_in, queue.atime_ms) if queue is not None else None,
         core.jobs_bytes,
+        core.requeued_jobs,
         core._last_ctime,
         core._ids.next_id(60, 6),  # the ID generator's state
         core.next_deadline(),
+        # Each job filed once: a job filed twice would stay in its bucket's list twice.
+        sum(len(jobs) for _, jobs in core.timers._buckets.values()),
         sorted(job.id for job in core.timers.due_jobs(NOW + 10**9)),
         [(event, when, state) for event, _, when, _, state, _, _ in core.job_events or ()],
         [[job.id for job in jobs] if jobs else jobs for _, jobs in replies],
@@ -136,3 +139,50 @@ def test_a_run_behind_a_requeued_job_is_filed_in_creation_time_order() -> None:
 
 
 _FALSE = dict.fromkeys(("paused", "waiter", "events", "wanted", "same_ms"), False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    setup=st.fixed_dictionaries(
+        # Mostly what lets the copies be queued together, so that their order, queues,
+        # DELAYs and flags decide.
+        {
+            name: st.sampled_from([False, False, False, True])
+            for name in ("waiter", "events", "wanted")
+        }
+        | {"queue_before": st.sampled_from([True, True, True, False])}
+        | {"paused": st.just(False), "same_ms": st.just(False)}
+    ),
+    kinds=st.lists(
+        st.sampled_from(["fresh", "fresh", "fresh", "delayed", "flagged", "other queue"]),
+        min_size=1,
+        max_size=12,
+    ),
+    order=st.one_of(st.just(list(range(12))), st.permutations(list(range(12)))),
+)
+def test_copies_confirmed_together_are_queued_as_one_by_one(
+    setup: dict[str, bool], kinds: list[str], order: list[int]
+) -> None:
+    """JobsMixin.replicated_run (a batch of GOTJOBs, cluster/replication.py got_copies)
+    leaves the node as `replicated` called for each job in the same order does."""
+    together, one_by_one = (_core(setup) for _ in range(2))
+    # The order the GOTJOBs confirm them in: as they were made, or any other.
+    confirmed = [n for n in order if n < len(kinds)]
+    jobs_of = []
+    for core in (together, one_by_one):
+        jobs = []
+        for n, kind in enumerate(kinds):
+            queue = b"other" if kind == "other queue" else _name()
+            delay_s = 5 if kind == "delayed" else 0
+            args = AddJobArgs(queue, b"%d" % n, 3, delay_s, None, None, None, False)
+            job = core.add_checked(args, 600, 30, LATER, wait_repl=True)
+            # A copy carries the flags of its origin's job: one NACKed there, say.
+            job.flags = QUEUED_ONCE | NACK_PENDING if kind == "flagged" else 0
+            jobs.append(job)
+        jobs_of.append([jobs[n] for n in confirmed])
+    for job in jobs_of[0]:
+        job.state = 1  # ACTIVE: got_copies takes each out of wait-repl as it confirms it
+    together.replicated_run(jobs_of[0], LATER + 3)
+    for job in jobs_of[1]:
+        one_by_one.replicated(job, LATER + 3)
+    assert _state(together) == _state(one_by_one)
