@@ -62,13 +62,28 @@ def _alike(others: int, maxmemory: int) -> ClusterState:
     return state
 
 
+def _maxmemory(others: int, jobs_before_warning: int | None, body: bytes) -> int:
+    """A maxmemory whose warning threshold (75 %) falls after this many jobs of a run (0:
+    none). Roughly: each job adds JOB_OVERHEAD_BYTES and its body, each new queue
+    QUEUE_OVERHEAD_BYTES (q and r), over what the paused queue holds already."""
+    if jobs_before_warning is None:
+        return 0
+    used = _alike(others, 0).core.memory_estimate() + 2 * QUEUE_OVERHEAD_BYTES
+    step = JOB_OVERHEAD_BYTES + len(body)
+    return (used + jobs_before_warning * step + step // 2) * 100 // 75
+
+
+# A run's options, its jobs' queues, the other nodes, where the memory warning falls.
+_RUNS = {
+    "options": _OPTIONS,
+    "queues": st.lists(st.sampled_from([b"q", b"r", b"paused"]), min_size=1, max_size=12),
+    "others": st.integers(1, 3),
+    "jobs_before_warning": st.sampled_from([None, 0, 1, 3, 6]),
+}
+
+
 @settings(max_examples=150, deadline=None)
-@given(
-    options=_OPTIONS,
-    queues=st.lists(st.sampled_from([b"q", b"r", b"paused"]), min_size=1, max_size=12),
-    others=st.integers(1, 3),
-    jobs_before_warning=st.sampled_from([None, 0, 1, 3, 6]),
-)
+@given(**_RUNS)
 def test_a_planned_run_does_what_its_jobs_do_one_by_one(
     options: tuple[bytes, ...],
     queues: list[bytes],
@@ -76,14 +91,7 @@ def test_a_planned_run_does_what_its_jobs_do_one_by_one(
     jobs_before_warning: int | None,
 ) -> None:
     body = b"x" * 100
-    maxmemory = 0
-    if jobs_before_warning is not None:
-        # The warning's threshold (75 %) falls after this many jobs of the run.
-        # Roughly: each job adds JOB_OVERHEAD_BYTES and its body, each new queue
-        # QUEUE_OVERHEAD_BYTES (q and r), over what the paused queue holds already.
-        used = _alike(others, 0).core.memory_estimate() + 2 * QUEUE_OVERHEAD_BYTES
-        step = JOB_OVERHEAD_BYTES + len(body)
-        maxmemory = (used + jobs_before_warning * step + step // 2) * 100 // 75
+    maxmemory = _maxmemory(others, jobs_before_warning, body)
     one_by_one, planned = _alike(others, maxmemory), _alike(others, maxmemory)
     token = object()
 
@@ -144,13 +152,7 @@ def test_a_run_crossing_the_memory_warning_replicates_externally_from_there() ->
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    options=_OPTIONS,
-    queues=st.lists(st.sampled_from([b"q", b"r", b"paused"]), min_size=1, max_size=12),
-    others=st.integers(1, 3),
-    jobs_before_warning=st.sampled_from([None, 0, 1, 3, 6]),
-    queue_first=st.booleans(),
-)
+@given(**_RUNS, queue_first=st.booleans())
 def test_a_run_added_together_does_what_its_jobs_do_one_by_one(
     options: tuple[bytes, ...],
     queues: list[bytes],
@@ -161,11 +163,7 @@ def test_a_run_added_together_does_what_its_jobs_do_one_by_one(
     """Replication.add_run takes each stretch of one queue at once, or declines it (None,
     having added nothing) and its jobs take add_planned, as node/addjob_runs.py does."""
     body = b"x" * 100
-    maxmemory = 0
-    if jobs_before_warning is not None:
-        used = _alike(others, 0).core.memory_estimate() + 2 * QUEUE_OVERHEAD_BYTES
-        step = JOB_OVERHEAD_BYTES + len(body)
-        maxmemory = (used + jobs_before_warning * step + step // 2) * 100 // 75
+    maxmemory = _maxmemory(others, jobs_before_warning, body)
     one_by_one, together = _alike(others, maxmemory), _alike(others, maxmemory)
     if queue_first:  # queues that exist already: a run is added together only into one
         for state in (one_by_one, together):
