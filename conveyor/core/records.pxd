@@ -14,7 +14,6 @@ cdef long DISQUE_BCAST_QUEUED, DISQUE_BCAST_WILLQUEUE, DISQUE_DELIVERED, DELIVER
 
 @cython.locals(disque=cython.long)
 cdef long _disque_flags(long flags, object retry, bint for_bus) except? -1
-cdef object _job_record_in_place(object job, object node_name, object now_ms, bint for_bus)
 cdef object _new_record(object job_id, object state, object flags, object repl, object etime,
                         object ctime, object delay, object retry, object nacks,
                         object deliveries, object queue, object body, object nodes)

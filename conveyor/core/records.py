@@ -56,30 +56,58 @@ def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -
     copy never arrives already expired by rounding).
     """
     if _IN_PLACE and type(job) is Job:
-        return _job_record_in_place(job, node_name, now_ms, for_bus)
-    etime = max(job.etime - now_ms, 0) // 1000 + 1 if for_bus else job.etime // 1000
-    nodes = (node_name,) if job.nodes_delivered is None else job.nodes_delivered
-    flags = job.flags
+        # Compiled: each slot read in place (`_offsets[i]`: where slot i of _SLOTS lies;
+        # AttributeError if never set, as the attribute read gives).
+        job_id = _slot(job, _offsets[0])  # noqa: F821
+        state = _slot(job, _offsets[1])  # noqa: F821
+        flags = _slot(job, _offsets[2])  # noqa: F821
+        retry = _slot(job, _offsets[3])  # noqa: F821
+        repl = _slot(job, _offsets[4])  # noqa: F821
+        etime = _slot(job, _offsets[5])  # noqa: F821
+        ctime = _slot(job, _offsets[6])  # noqa: F821
+        delay = _slot(job, _offsets[7])  # noqa: F821
+        nacks = _slot(job, _offsets[8])  # noqa: F821
+        deliveries = _slot(job, _offsets[9])  # noqa: F821
+        queue = _slot(job, _offsets[10])  # noqa: F821
+        body = _slot(job, _offsets[11])  # noqa: F821
+        nodes = _slot(job, _offsets[12])  # noqa: F821
+    else:
+        job_id = job.id
+        state = job.state
+        flags = job.flags
+        retry = job.retry
+        repl = job.repl
+        etime = job.etime
+        ctime = job.ctime
+        delay = job.delay
+        nacks = job.nacks
+        deliveries = job.additional_deliveries
+        queue = job.queue
+        body = job.body
+        nodes = job.nodes_delivered
+    etime = max(etime - now_ms, 0) // 1000 + 1 if for_bus else etime // 1000
+    if nodes is None:
+        nodes = (node_name,)
     # Disque's fields are u16/u32: values past them (ADDJOB accepts TTL, DELAY and RETRY up
     # to 2**63-1 seconds, as Disque does, which then truncates) saturate.
     return _new_record(
-        job.id,
-        job.state,
-        _disque_flags(flags, job.retry, for_bus) if flags else 0,  # a new job's: no call
-        min(job.repl, _U16_MAX),
+        job_id,
+        state,
+        _disque_flags(flags, retry, for_bus) if flags else 0,  # a new job's: no call
+        min(repl, _U16_MAX),
         min(etime, _U32_MAX),
-        job.ctime,
-        min(job.delay, _U32_MAX),
-        min(job.retry, _U32_MAX),
-        min(job.nacks, _U16_MAX),
-        min(job.additional_deliveries, _U16_MAX),
-        job.queue,
-        job.body,
+        ctime,
+        min(delay, _U32_MAX),
+        min(retry, _U32_MAX),
+        min(nacks, _U16_MAX),
+        min(deliveries, _U16_MAX),
+        queue,
+        body,
         nodes,
     )
 
 
-# The slots job_record reads, in the order _job_record_in_place numbers them.
+# The slots job_record reads, in the order it numbers them (`_offsets[i]`).
 _SLOTS = (
     "id",
     "state",
@@ -102,33 +130,6 @@ _SLOTS = (
 _IN_PLACE: bool = COMPILED and issubclass(JobRecord, tuple)
 if _IN_PLACE:
     _IN_PLACE = _learn_slots(Job, _SLOTS, _offsets, len(_SLOTS))  # noqa: F821
-
-
-def _job_record_in_place(job: Job, node_name: bytes, now_ms: int, for_bus: bool) -> JobRecord:
-    """job_record's path for an exact Job, compiled: the same record, each slot read in
-    place (`_offsets[i]`: where slot i of _SLOTS lies; AttributeError if never set)."""
-    etime = _slot(job, _offsets[5])  # noqa: F821
-    etime = max(etime - now_ms, 0) // 1000 + 1 if for_bus else etime // 1000
-    nodes = _slot(job, _offsets[12])  # noqa: F821
-    if nodes is None:
-        nodes = (node_name,)
-    flags = _slot(job, _offsets[2])  # noqa: F821
-    retry = _slot(job, _offsets[3])  # noqa: F821
-    return _new_record(
-        _slot(job, _offsets[0]),  # noqa: F821
-        _slot(job, _offsets[1]),  # noqa: F821
-        _disque_flags(flags, retry, for_bus) if flags else 0,
-        min(_slot(job, _offsets[4]), _U16_MAX),  # noqa: F821
-        min(etime, _U32_MAX),
-        _slot(job, _offsets[6]),  # noqa: F821
-        min(_slot(job, _offsets[7]), _U32_MAX),  # noqa: F821
-        min(retry, _U32_MAX),
-        min(_slot(job, _offsets[8]), _U16_MAX),  # noqa: F821
-        min(_slot(job, _offsets[9]), _U16_MAX),  # noqa: F821
-        _slot(job, _offsets[10]),  # noqa: F821
-        _slot(job, _offsets[11]),  # noqa: F821
-        nodes,
-    )
 
 
 def _new_record(

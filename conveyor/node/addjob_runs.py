@@ -19,15 +19,14 @@ once per run.
 
 A planned run into one queue whose jobs nothing can hold, refuse or send elsewhere (the
 usual case: a producer's pipeline, or node/turn_adds.py's ADDJOBs of one turn) goes
-further: `add_together` has all its jobs made, filed and copied in one call
+further: `_add_together` has all its jobs made, filed and copied in one call
 (ClusterDriver.add_run, Replication.add_run, JobsMixin.add_run), which saves the ~10
 Python calls each job otherwise makes on its way (docs/performance.md, twelfth look).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from itertools import repeat
+from collections.abc import Callable, Iterator
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
@@ -144,19 +143,8 @@ def run_addjobs(
     # A default REPLICATE, once resolved in `args`, is the same for every job of the run.
     plan = conn.server.cluster.replication.plan_adds(run.args)
     started = perf_counter_ns()
-    done = None
-    if plan is not None:
-        done = add_together(
-            conn.server,
-            [(conn, request) for request in run],
-            command,
-            run.args,
-            plan,
-            out,
-            out_bytes,
-        )
-    owed, out_bytes, ran = done or add_jobs(
-        conn.server, zip(repeat(conn), run), command, run.args, plan, out, out_bytes
+    owed, out_bytes, ran = add_jobs(
+        conn.server, [(conn, request) for request in run], command, run.args, plan, out, out_bytes
     )
     command.calls += ran
     command.nanoseconds += perf_counter_ns() - started
@@ -165,7 +153,7 @@ def run_addjobs(
 
 def add_jobs(
     server: Server,
-    requests: Iterable[tuple[Connection, list[bytes]]],
+    requests: list[tuple[Connection, list[bytes]]],
     command: Command,
     args: AddJobArgs,
     plan: AddPlan | None,
@@ -175,16 +163,24 @@ def add_jobs(
     """The jobs of `requests`, ADDJOBs with the options in `args` each with the
     connection it came from, added with `plan` (see run_addjobs); returns (jobs waiting
     for their copies, the size of `out`, jobs the handler ran: the command's count).
+    All in one call when they can be (`_add_together`), else one by one.
 
     `out` holds the replies ready for the connection of the first request. Where the
     connection changes (the ADDJOBs of a turn come from many clients: node/turn_adds.py)
-    they are written to the one before; the caller writes what `out` holds at the end."""
+    they are written to the one before; the caller writes what `out` holds at the end.
+    A turn's ADDJOB has its connection's waiting mark cleared as it is about to run: if
+    running them fails, node/turn_adds.py runs those not reached yet one by one."""
+    if plan is not None:
+        done = _add_together(server, requests, command, args, plan, out, out_bytes)
+        if done is not None:
+            return done
     core = server.core
     cluster = server.cluster
     owed = ran = 0
     last: Connection | None = None
     closed: Connection | None = None  # closed by one of its requests: skip the rest
     for conn, request in requests:
+        conn.in_turn = False
         if conn is not last:
             if last is not None and out:
                 last.write(b"".join(out))
@@ -236,7 +232,7 @@ def add_jobs(
     return owed, out_bytes, ran
 
 
-def add_together(
+def _add_together(
     server: Server,
     entries: list[tuple[Connection, list[bytes]]],
     command: Command,

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
-from conveyor.node.addjob_runs import add_jobs, add_together, plan_run
+from conveyor.node.addjob_runs import add_jobs, plan_run
 from conveyor.node.connection import now_ms
 from conveyor.node.deferred import ADDJOB_SPELLINGS, MAX_OUTSTANDING
 
@@ -110,23 +109,11 @@ class TurnAdds:
         plan = self.server.cluster.replication.plan_adds(args)
         out: list[bytes] = []
         started = perf_counter_ns()
-        alike = entries[start:end]
-        done = add_together(self.server, alike, command, args, plan, out, 0) if plan else None
-        ran = (done or add_jobs(self.server, _taken(alike), command, args, plan, out, 0))[2]
+        ran = add_jobs(self.server, entries[start:end], command, args, plan, out, 0)[2]
         if out:  # the last client's reply (the others' were written as the next came)
             entries[end - 1][0].write(b"".join(out))
         command.calls += ran
         command.nanoseconds += perf_counter_ns() - started
-
-
-def _taken(
-    entries: list[tuple[Connection, list[bytes]]],
-) -> Iterator[tuple[Connection, list[bytes]]]:
-    """The entries, each connection's waiting mark cleared as its ADDJOB is about to
-    run: if running them together fails, `_one_by_one` runs those not reached yet."""
-    for entry in entries:
-        entry[0].in_turn = False
-        yield entry
 
 
 def _one_by_one(entries: list[tuple[Connection, list[bytes]]]) -> None:
