@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from conveyor.cluster.actions import Send
@@ -279,7 +279,7 @@ class Replication(PlannedAdds):
         core = self.core
         if core.leaving or core.memory_warning():
             return  # no GOTJOB: the sender's next target (or its timeout) takes over
-        taken = [record.id for record in message.jobs if self._take_copy(record, now_ms)]
+        taken = self._take_copies(message.jobs, now_ms)
         header = message.header
         if taken and not header.mflags & MFLAG_NOREPLY:
             # All at once, as coalesce would merge one GOTJOB per copy.
@@ -290,6 +290,16 @@ class Replication(PlannedAdds):
                 membership.actions.append(Send(sender, confirm))
             else:
                 membership.actions.extend([Send(sender, GotJob(mine, i)) for i in taken])
+
+    def _take_copies(self, records: Sequence[JobRecord], now_ms: int) -> list[bytes]:
+        """The IDs of the copies of one REPLJOB kept or merged: `_take_copy` for each, the
+        new ones through the core's run (import_copies) when the frame's queue takes input."""
+        if records:
+            queue = self.core.queues.get(records[0].queue)
+            if queue is None or not queue.pause & PAUSE_IN:
+                holders = self.known_names(records[0].nodes)
+                return self.core.import_copies(records, now_ms, holders, self._take_copy)
+        return [record.id for record in records if self._take_copy(record, now_ms)]
 
     def _take_copy(self, record: JobRecord, now_ms: int) -> bool:
         """Keep this copy (or merge its holders into ours); whether to confirm it."""

@@ -3,7 +3,8 @@
 Sans-IO: every method takes the current time in ms; randomness comes from the
 `random.Random` passed in; nothing here reads a clock, sleeps or touches a socket.
 What the driver must do afterwards is left as effects (see conveyor.core.effects).
-The parts, by concern: jobs.py, queueing.py, blocking.py, acks.py over state.py.
+The parts, by concern: jobs.py (and job_runs.py, its runs taken in one call),
+queueing.py, blocking.py, acks.py over state.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from conveyor.core.acks import AcksMixin
 from conveyor.core.args import QUEUE_GC_IDLE_MS, AddJobArgs, EngineConfig, GetJobArgs
 from conveyor.core.blocking import BlockingMixin
 from conveyor.core.job import ACTIVE, DELETED, WILLQUEUE_ADVANCE_MS, WILLQUEUE_SENT
+from conveyor.core.job_runs import JobRunsMixin
 from conveyor.core.jobs import JobsMixin
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.queueing import QueueingMixin
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 
-class Engine(JobsMixin, QueueingMixin, BlockingMixin, AcksMixin):
+class Engine(JobsMixin, JobRunsMixin, QueueingMixin, BlockingMixin, AcksMixin):
     def tick(self, now_ms: int) -> None:
         """Run everything that is due at now_ms."""
         timers = self.timers

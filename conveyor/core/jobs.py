@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.core import errors
 from conveyor.core.args import AddJobArgs
+from conveyor.core.codec import DISQUE_BCAST_QUEUED, DISQUE_DELIVERED
 from conveyor.core.effects import (
     EV_ADDED,
     EV_ADDED_QUEUED,
@@ -41,10 +42,6 @@ from conveyor.core.state import (
 
 if TYPE_CHECKING:
     from conveyor.core.codec import JobRecord
-
-# Disque's persisted job flags (job.h), as they appear in serialized jobs.
-_DISQUE_BCAST_QUEUED = 1
-_DISQUE_DELIVERED = 4
 
 
 class JobsMixin(CoreState):
@@ -101,59 +98,6 @@ class JobsMixin(CoreState):
         self._schedule_first_queueing(job, now_ms)
         return job
 
-    def add_run(
-        self,
-        args: AddJobArgs,
-        bodies: list[bytes],
-        ttl_s: int,
-        retry_s: int,
-        now_ms: int,
-        wait_repl: bool,
-    ) -> list[Job] | None:
-        """add_checked for a job of each of `bodies`, in their order, in one call (a run
-        of ADDJOBs: node/addjob_runs.py), when none can be refused and none needs more than
-        `_register` and the filing after it: a queue that exists, no MAXLEN given, not
-        paused for input, no DELAY, nobody reading job events and, when the jobs are
-        queued at once, nobody waiting on the queue and no other node asking for it.
-        Else None, having added nothing. Each job ends as add_checked would leave it
-        (tests/core/test_add_run.py)."""
-        if not bodies:
-            return []
-        queue = self.queues.get(args.queue)
-        if (
-            queue is None
-            or args.maxlen is not None
-            or queue.pause & PAUSE_IN
-            or args.delay_s
-            or self.job_events is not None
-            or (not wait_repl and (queue.blocked or queue.name in self.wanted_queues))
-        ):
-            return None
-        ctime = now_ms * 1_000_000
-        if ctime <= self._last_ctime:
-            ctime = self._last_ctime + 1  # jobs of the same ms keep their order
-        name, repl, etime = queue.name, args.repl or 1, now_ms + ttl_s * 1000
-        state, flags = (WAIT_REPL, 0) if wait_repl else (QUEUED, QUEUED_ONCE)
-        jobs_by_id = self.jobs
-        jobs = []
-        size = 0
-        for job_id, body in zip(
-            self._ids.next_ids(ttl_s, retry_s, len(bodies)), bodies, strict=True
-        ):
-            job = new_job(job_id, name, body, repl, ctime, etime, 0, retry_s)
-            job.state = state
-            job.flags = flags
-            jobs_by_id[job_id] = job
-            jobs.append(job)
-            size += len(body)
-            ctime += 1
-        self._last_ctime = ctime - 1
-        self.jobs_bytes += JOB_OVERHEAD_BYTES * len(jobs) + size
-        if not wait_repl:
-            queue.admit_new(jobs, now_ms)
-        self.timers.file_new_jobs(jobs, etime, now_ms)
-        return jobs
-
     def _schedule_first_queueing(self, job: Job, now_ms: int) -> None:
         if job.delay:
             job.qtime = now_ms + job.delay * 1000
@@ -178,38 +122,6 @@ class JobsMixin(CoreState):
         if self.job_events is not None:  # _changed, without its call when nobody reads
             self._changed(EV_REPLICATED, job, now_ms)
         self._schedule_first_queueing(job, now_ms)
-
-    def replicated_run(self, jobs: list[Job], now_ms: int) -> None:
-        """replicated for each of `jobs`, in their order (the copies a batch of GOTJOBs
-        confirmed), in one call when all are fresh jobs without DELAY for one queue that
-        exists and nobody waits on, in creation-time order, with nobody reading job
-        events and no other node asking for the queue: the short way of
-        `_schedule_first_queueing` for them all (tests/core/test_add_run.py)."""
-        if not jobs:
-            return
-        name = jobs[0].queue
-        queue = self.queues.get(name)
-        short = not (
-            self.job_events is not None
-            or queue is None
-            or queue.blocked
-            or name in self.wanted_queues
-        )
-        ctime = -1
-        for job in jobs if short else ():
-            if job.queue != name or job.delay or job.flags or job.ctime <= ctime:
-                short = False
-                break
-            ctime = job.ctime
-        if not short:
-            for job in jobs:
-                self.replicated(job, now_ms)
-            return
-        for job in jobs:
-            job.state = QUEUED
-            job.flags = QUEUED_ONCE
-        queue.admit_new(jobs, now_ms)  # type: ignore[union-attr]
-        self.timers.file_at_etime(jobs, now_ms)
 
     def add_default_job(self, queue_name: bytes, body: bytes, now_ms: int) -> Job:
         """ADDJOB with no options: the producer hot path, same outcome as add_job."""
@@ -305,8 +217,8 @@ class JobsMixin(CoreState):
             job.nacks = nacks
             job.additional_deliveries = deliveries
         if flags:  # nor flags
-            job.flags = (QUEUED_ONCE if flags & _DISQUE_BCAST_QUEUED else 0) | (
-                DELIVERED if flags & _DISQUE_DELIVERED else 0
+            job.flags = (QUEUED_ONCE if flags & DISQUE_BCAST_QUEUED else 0) | (
+                DELIVERED if flags & DISQUE_DELIVERED else 0
             )
         job.nodes_delivered = self._known_nodes(nodes) if holders is None else holders
         # Nobody has confirmed holding this copy since it came back (Disque: empty).

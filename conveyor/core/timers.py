@@ -87,6 +87,26 @@ class Timers:
             job.awake = key
         bucket.extend(jobs[1:])
 
+    def file_new_at(self, jobs: list[Job], whens: list[int], now_ms: int) -> None:
+        """file_job(job, when, now_ms) for each of `jobs`, never filed yet, and its `when`
+        (a REPLJOB's copies: their deadlines differ by their jitter, and most fall in one
+        bucket, which is found once instead of with file_job's arithmetic on every job)."""
+        far = now_ms + 60_000  # past it, file_job's buckets are 1000 ms wide
+        low = high = 0  # the bucket filed into last holds the deadlines in (low, high]
+        coarse = False
+        key, bucket = self._last
+        for job, when_ms in zip(jobs, whens, strict=True):
+            if low < when_ms <= high and (when_ms > far) is coarse:
+                job.awake = key
+                bucket.append(job)
+                continue
+            self.file_job(job, when_ms, now_ms)
+            key, bucket = self._last
+            coarse = when_ms > far
+            low, high = key - (1000 if coarse else self.resolution_ms), key
+        if jobs:
+            self._last_when = whens[-1]  # in the bucket filed into last, as file_job leaves it
+
     def file_at_etime(self, jobs: list[Job], now_ms: int) -> None:
         """file_job(job, job.etime, now_ms) for each of `jobs` (a batch of confirmed
         copies: their etimes are mostly the same, and most are filed there already)."""
