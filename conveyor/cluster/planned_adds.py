@@ -5,7 +5,7 @@ one turn of the loop (node/turn_adds.py), come here as a run with the same optio
 `plan_adds` makes the run's checks once (TTL and RETRY, REPLICATE) and picks what its
 copies share (targets, header). Then either each job takes `add_planned` (add_job without
 the checks), or, in the usual case, `add_run` adds them all in one call: the core makes
-and files them together (JobsMixin.add_run), their copies join one batch per target, and
+and files them together (JobRunsMixin.add_run), their copies join one batch per target, and
 each synchronous job waits for its copies as add_job would leave it.
 
 A mixin of Replication (cluster/replication.py): it uses its caches of the reachable
@@ -96,7 +96,7 @@ class PlannedAdds:
         """add_planned for a job of each of `bodies` (its client to answer in `tokens`),
         in one call when they all go the same way: the copies to every other node
         (REPLICATE covers them all), well below the memory warning, and the core adds them
-        together (JobsMixin.add_run). Else None, having added nothing: each job then takes
+        together (JobRunsMixin.add_run). Else None, having added nothing: each job then takes
         add_planned. tests/cluster/test_planned_adds.py holds both to adding one by one."""
         targets = plan.targets
         size = (JOB_OVERHEAD_BYTES + QUEUE_OVERHEAD_BYTES) * len(bodies) + sum(map(len, bodies))

@@ -20,7 +20,7 @@ once per run.
 A planned run into one queue whose jobs nothing can hold, refuse or send elsewhere (the
 usual case: a producer's pipeline, or node/turn_adds.py's ADDJOBs of one turn) goes
 further: `_add_together` has all its jobs made, filed and copied in one call
-(ClusterDriver.add_run, Replication.add_run, JobsMixin.add_run), which saves the ~10
+(ClusterDriver.add_run, Replication.add_run, JobRunsMixin.add_run), which saves the ~10
 Python calls each job otherwise makes on its way (docs/performance.md, twelfth look).
 """
 

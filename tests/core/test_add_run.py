@@ -1,4 +1,4 @@
-"""JobsMixin.add_run adds a run of ADDJOBs into one queue in one call when none of them
+"""JobRunsMixin.add_run adds a run of ADDJOBs into one queue in one call when none of them
 can be refused and none needs more than `_register` and the filing after it. It must
 leave the node exactly as adding the same jobs one by one with add_checked does, and
 where it declines (None) it must have changed nothing.
@@ -163,7 +163,7 @@ _FALSE = dict.fromkeys(("paused", "waiter", "events", "wanted", "same_ms"), Fals
 def test_copies_confirmed_together_are_queued_as_one_by_one(
     setup: dict[str, bool], kinds: list[str], order: list[int]
 ) -> None:
-    """JobsMixin.replicated_run (a batch of GOTJOBs, cluster/replication.py got_copies)
+    """JobRunsMixin.replicated_run (a batch of GOTJOBs, cluster/replication.py got_copies)
     leaves the node as `replicated` called for each job in the same order does."""
     together, one_by_one = (_core(setup) for _ in range(2))
     # The order the GOTJOBs confirm them in: as they were made, or any other.
