@@ -15,6 +15,9 @@ cdef Py_ssize_t _u32_at(ubytes chars, Py_ssize_t pos)
 @cython.locals(high=cython.ulonglong)
 cdef unsigned long long _u64_at(ubytes chars, Py_ssize_t pos)
 
+# A record allocated at its size and filled in place (job_slots.h).
+from conveyor.core.job_slots cimport _record_in_place
+
 @cython.locals(size=cython.Py_ssize_t, end=cython.Py_ssize_t, pos=cython.Py_ssize_t,
                joblen=cython.Py_ssize_t, qlen=cython.Py_ssize_t, blen=cython.Py_ssize_t,
                count=cython.Py_ssize_t, byte40=cython.int, last_names=bytes, chars=ubytes)

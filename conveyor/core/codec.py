@@ -393,18 +393,25 @@ def _decode_bytes(data: bytes, offset: int, base: int) -> tuple[JobRecord, int]:
                 [names[i : i + NODE_NAME_LEN] for i in range(0, len(names), NODE_NAME_LEN)]
             )
         _last_nodes = (names, nodes)
-    # tuple.__new__ rather than JobRecord(...): the same value without the named tuple's
-    # Python-level __new__, on the path of every job received or loaded. The fixed fields
-    # from offset + 45: flags u8, repl u16, etime u32, ctime u64, delay u32, retry u32,
-    # nacks u16, additional deliveries u16.
+    # The fixed fields from offset + 45: flags u8, repl u16, etime u32, ctime u64, delay
+    # u32, retry u32, nacks u16, additional deliveries u16.
+    state, gc_retry, flags = byte40 & 0x0F, byte40 >> 4, chars[offset + 45]
+    repl, etime = _u16_at(chars, offset + 46), _u32_at(chars, offset + 48)
+    ctime, delay = _u64_at(chars, offset + 52), _u32_at(chars, offset + 60)
+    retry, nacks = _u32_at(chars, offset + 64), _u16_at(chars, offset + 68)
+    deliveries = _u16_at(chars, offset + 70)
+    # Not JobRecord(...), whose Python-level __new__ would run for every job received or
+    # loaded: compiled, allocated at its size and filled in place (job_slots.h); in
+    # Python, positional through tuple.__new__.
+    if COMPILED:
+        return _record_in_place(  # noqa: F821
+            JobRecord, job_id, state, gc_retry, flags, repl, etime, ctime, delay, retry,
+            nacks, deliveries, queue, body, nodes,
+        ), end  # fmt: skip
     record: JobRecord = _tuple_new(
         JobRecord,
-        (
-            job_id, byte40 & 0x0F, byte40 >> 4, chars[offset + 45], _u16_at(chars, offset + 46),
-            _u32_at(chars, offset + 48), _u64_at(chars, offset + 52),
-            _u32_at(chars, offset + 60), _u32_at(chars, offset + 64),
-            _u16_at(chars, offset + 68), _u16_at(chars, offset + 70), queue, body, nodes,
-        ),
+        (job_id, state, gc_retry, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
+         queue, body, nodes),
     )  # fmt: skip
     return record, end
 

@@ -16,7 +16,7 @@
 /* The offsets of `names` (a tuple of str, at most `capacity`) in `type`, into
  * `offsets`: 1 when each is a plain object slot of the type's own; 0 otherwise, with
  * no error set (the caller then keeps to ordinary attribute access). */
-static int conveyor_learn_slots(PyObject *type, PyObject *names, Py_ssize_t *offsets,
+static inline int conveyor_learn_slots(PyObject *type, PyObject *names, Py_ssize_t *offsets,
                                 Py_ssize_t capacity) {
     Py_ssize_t i, count;
     if (!PyType_Check(type) || !PyTuple_Check(names)) return 0;
@@ -73,7 +73,7 @@ static inline int conveyor_copy_slot(PyObject *obj, PyObject *source, Py_ssize_t
 /* A zeroed instance of `type` (`items`: its length, for a tuple subclass), out of the
  * cycle collector's sight: only for objects that can never be part of a reference
  * cycle (a Job, a JobRecord: ints, bytes, None and tuples of bytes). */
-static PyObject *conveyor_alloc_untracked(PyObject *type, Py_ssize_t items) {
+static inline PyObject *conveyor_alloc_untracked(PyObject *type, Py_ssize_t items) {
     PyTypeObject *tp = (PyTypeObject *)type;
     PyObject *obj;
     if (!PyType_Check(type)) {
@@ -85,6 +85,32 @@ static PyObject *conveyor_alloc_untracked(PyObject *type, Py_ssize_t items) {
         PyObject_GC_UnTrack(obj);
     }
     return obj;
+}
+
+/* A JobRecord (`type`: a tuple subclass of 14 items) holding these values, allocated at
+ * its size and filled in place, out of the collector's sight as above: where
+ * tuple.__new__(JobRecord, items) makes and copies a temporary tuple through a type
+ * call. Every record decoded (core/codec.py) or made from a job (core/records.py). */
+static inline PyObject *conveyor_record_in_place(
+    PyObject *type, PyObject *job_id, PyObject *state, PyObject *gc_retry, PyObject *flags,
+    PyObject *repl, PyObject *etime, PyObject *ctime, PyObject *delay, PyObject *retry,
+    PyObject *nacks, PyObject *deliveries, PyObject *queue, PyObject *body,
+    PyObject *nodes) {
+    PyObject *items[14] = {job_id, state, gc_retry, flags, repl, etime, ctime,
+                           delay, retry, nacks, deliveries, queue, body, nodes};
+    PyObject *record;
+    Py_ssize_t i;
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "not a tuple type");
+        return NULL;
+    }
+    record = conveyor_alloc_untracked(type, 14);
+    if (record == NULL) return NULL;
+    for (i = 0; i < 14; i++) {
+        Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(record, i, items[i]);
+    }
+    return record;
 }
 
 #endif

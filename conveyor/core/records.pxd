@@ -2,9 +2,7 @@
 # reads this file. The C helpers are in job_slots.h (job_slots.pxd).
 import cython
 
-from conveyor.core.job_slots cimport _alloc_untracked, _learn_slots, _slot
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_SET_ITEM
+from conveyor.core.job_slots cimport _learn_slots, _record_in_place, _slot
 
 # Where each slot of _SLOTS lies in a Job (records.py).
 cdef Py_ssize_t _offsets[13]
@@ -17,4 +15,3 @@ cdef long _disque_flags(long flags, object retry, bint for_bus) except? -1
 cdef object _new_record(object job_id, object state, object flags, object repl, object etime,
                         object ctime, object delay, object retry, object nacks,
                         object deliveries, object queue, object body, object nodes)
-cdef void _put(object record, Py_ssize_t i, object value)

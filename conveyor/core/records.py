@@ -11,9 +11,10 @@ sent on the bus clears it (the receiver has not delivered it).
 Every copy a node sends and every job it appends to the AOF is made here, so compiled
 (`make compile`, with records.pxd) the record is built without Python-level calls: an
 exact Job's slots are read in place, the flags are translated in C, and the JobRecord is
-allocated at its size and filled (`_new_record`), where `tuple.__new__(JobRecord, items)`
-makes and copies a temporary tuple through a type call. 4.8k -> 2.8k instructions a
-record (docs/performance.md, eleventh look). Pure Python reads the same attributes.
+allocated at its size and filled (`_new_record`, job_slots.h), where
+`tuple.__new__(JobRecord, items)` makes and copies a temporary tuple through a type call.
+4.8k -> 2.8k instructions a record (docs/performance.md, eleventh look). Pure Python
+reads the same attributes.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ _SLOTS = (
 # Compiled, where each of them lies in a Job, learnt from Job's own slot descriptors
 # (`_offsets`, job_slots.h): a read in place is a load, where compiled code reading
 # `job.id` goes through the generic attribute lookup (~90 instructions, 13 reads a
-# record). The records are then allocated directly (a tuple subclass: `_put` fills it).
+# record). The records are then allocated at their size and filled in place (job_slots.h).
 _IN_PLACE: bool = COMPILED and issubclass(JobRecord, tuple)
 if _IN_PLACE:
     _IN_PLACE = _learn_slots(Job, _SLOTS, _offsets, len(_SLOTS))  # noqa: F821
@@ -156,25 +157,7 @@ def _new_record(
             (job_id, state, 0, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
              queue, body, nodes),
         )  # fmt: skip
-    record = _alloc_untracked(JobRecord, 14)  # noqa: F821
-    _put(record, 0, job_id)
-    _put(record, 1, state)
-    _put(record, 2, 0)
-    _put(record, 3, flags)
-    _put(record, 4, repl)
-    _put(record, 5, etime)
-    _put(record, 6, ctime)
-    _put(record, 7, delay)
-    _put(record, 8, retry)
-    _put(record, 9, nacks)
-    _put(record, 10, deliveries)
-    _put(record, 11, queue)
-    _put(record, 12, body)
-    _put(record, 13, nodes)
-    return record  # type: ignore[no-any-return]
-
-
-def _put(record: JobRecord, i: int, value: object) -> None:
-    """Item `i` of a record just allocated (compiled only: the C API from records.pxd)."""
-    Py_INCREF(value)  # noqa: F821  (PyTuple_SET_ITEM takes the reference over)
-    PyTuple_SET_ITEM(record, i, value)  # noqa: F821
+    return _record_in_place(  # type: ignore[no-any-return]  # noqa: F821
+        JobRecord, job_id, state, 0, flags, repl, etime, ctime, delay, retry, nacks,
+        deliveries, queue, body, nodes,
+    )  # fmt: skip

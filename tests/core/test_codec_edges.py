@@ -165,3 +165,24 @@ def test_the_writer_runs_only_where_it_was_compiled() -> None:
     import conveyor.compiled as compiled
 
     assert (compiled.status.get("conveyor.core.codec") == "compiled") == codec.COMPILED
+
+
+def test_a_decoded_record_is_a_job_record_out_of_the_collectors_sight_when_compiled() -> None:
+    """Compiled, decode allocates the record at its size and fills it in place
+    (job_slots.h): it must be an exact JobRecord, equal field by field to the one the
+    pure path makes, hold its own references and be untracked only when compiled."""
+    import gc
+    import sys
+
+    import conveyor.compiled as compiled
+
+    raw = fixture_record()
+    record, _ = decode_job(raw)
+    assert type(record) is JobRecord and len(record) == 14
+    assert record == JobRecord._make(codec._tuple_new(tuple, record))
+    assert record._replace(nacks=1).nacks == 1  # a named tuple like any other
+    assert gc.is_tracked(record) is (compiled.status.get("conveyor.core.codec") != "compiled")
+    body = record.body
+    before = sys.getrefcount(body)
+    del record
+    assert sys.getrefcount(body) == before - 1  # the record's reference went with it
