@@ -61,3 +61,15 @@ def test_ids_are_unique_and_well_formed() -> None:
     ids = {generator.next_id(86400, 300) for _ in range(10_000)}
     assert len(ids) == 10_000
     assert all(is_valid_id(job_id) for job_id in ids)
+
+
+@pytest.mark.parametrize("counts", [(1, 3, 0, 2), (511, 1, 2), (700, 600), (1, 1535, 3)])
+def test_a_run_of_ids_is_what_as_many_single_ids_are(counts: tuple[int, ...]) -> None:
+    """next_ids (a run of ADDJOBs) makes the IDs next_id would, one by one, across the
+    ends of the stream's blocks (512 IDs each), and leaves the generator where they do."""
+    together, one_by_one = JobIdGenerator("a" * 40, b"seed"), JobIdGenerator("a" * 40, b"seed")
+    for count in counts:
+        assert together.next_ids(3600, 30, count) == [
+            one_by_one.next_id(3600, 30) for _ in range(count)
+        ]
+    assert together.next_id(60, 0) == one_by_one.next_id(60, 0)
