@@ -24,6 +24,9 @@ from conveyor.core.job import Job
 # A pending call: [when_ms, seq, callback, arg]; callback None once cancelled.
 TimerEntry = list[Any]
 _COMPACT_SLACK = 64
+# A deadline this far away or more (TTLs, long RETRYs) needs no finer bucket than this.
+_COARSE_AFTER_MS = 60_000
+_COARSE_MS = 1000
 
 
 class Timers:
@@ -60,7 +63,7 @@ class Timers:
         else:
             # A deadline a minute or more away (TTLs, long RETRYs) needs no 10 ms
             # precision; a coarse bucket is shared by every job of a burst.
-            resolution = 1000 if when_ms - now_ms > 60_000 else self.resolution_ms
+            resolution = _COARSE_MS if when_ms - now_ms > _COARSE_AFTER_MS else self.resolution_ms
             key = -(-when_ms // resolution) * resolution
             entry = self._last
             if entry[0] != key:
@@ -91,7 +94,7 @@ class Timers:
         """file_job(job, when, now_ms) for each of `jobs`, never filed yet, and its `when`
         (a REPLJOB's copies: their deadlines differ by their jitter, and most fall in one
         bucket, which is found once instead of with file_job's arithmetic on every job)."""
-        far = now_ms + 60_000  # past it, file_job's buckets are 1000 ms wide
+        far = now_ms + _COARSE_AFTER_MS  # past it, file_job's buckets are coarse
         low = high = 0  # the bucket filed into last holds the deadlines in (low, high]
         coarse = False
         key, bucket = self._last
@@ -103,7 +106,7 @@ class Timers:
             self.file_job(job, when_ms, now_ms)
             key, bucket = self._last
             coarse = when_ms > far
-            low, high = key - (1000 if coarse else self.resolution_ms), key
+            low, high = key - (_COARSE_MS if coarse else self.resolution_ms), key
         if jobs:
             self._last_when = whens[-1]  # in the bucket filed into last, as file_job leaves it
 
