@@ -284,11 +284,23 @@ def paired_rounds(quick: bool, rounds: int) -> tuple[Paired, list[str]]:
     return paired, [name for name, _ in kinds]
 
 
+def print_compiled(node: Node) -> None:
+    """Which compiled modules the nodes load (INFO compiled_modules). A module whose .py is
+    newer than its build loads as pure Python: a run straight from `python -m
+    bench.cluster_bench` after an edit, without `make compile`, measures that instead."""
+    info = node.client().info()
+    status = str(info.get("compiled_modules", "?"))
+    print(f"compiled modules: {status}")
+    if " " in status or status == "?":
+        print("WARNING: not every compiled module loads compiled; `make compile` first")
+
+
 def phase_throughput(quick: bool, rounds: int) -> None:
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, dict[str, float]] = {}
     name = "Conveyor, 1 node, REPLICATE 1"
     with cluster(conveyor_command, 1) as nodes:
+        print_compiled(nodes[0])
         rows[name], cpu[name] = throughput_row(nodes, 1, quick)
     paired, kinds = paired_rounds(quick, rounds)
     for kind in kinds:

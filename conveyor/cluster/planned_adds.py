@@ -21,7 +21,7 @@ from conveyor.cluster.messages import Header
 from conveyor.core.args import AddJobArgs
 from conveyor.core.errors import CommandError
 from conveyor.core.job import Job
-from conveyor.core.records import job_record
+from conveyor.core.records import job_records
 from conveyor.core.state import JOB_OVERHEAD_BYTES, QUEUE_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -110,10 +110,9 @@ class PlannedAdds:
         plan.headroom -= size
         me = self.membership.myself.name
         holders = self._holders if targets is self._others else (me, *targets)
-        records = []
         for job in jobs:
             job.nodes_delivered = holders
-            records.append(job_record(job, me, now_ms, for_bus=True))
+        records = job_records(jobs, me, now_ms, True)
         self.outbox.add_run(
             self.membership.actions, targets, plan.header, records, self._takes_batches
         )

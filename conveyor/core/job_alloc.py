@@ -1,5 +1,5 @@
 # cython: annotation_typing=False
-"""New jobs, made without a Python-level call when compiled.
+"""New jobs and their IDs, made without a Python-level call when compiled.
 
 Every ADDJOB makes a Job, and `Job(...)` costs ~3.5k instructions: the class call, its
 Python __init__ storing sixteen slots, and the call that takes the job out of the cycle
@@ -10,6 +10,11 @@ set them on a job made once at import (`_TEMPLATE`), so that __init__ stays the 
 that says how a job starts. Pure Python, or a Job whose slots are not all listed below (a
 slot added later), calls Job(...) itself; tests/core/test_job_alloc.py holds both to the
 same sixteen values.
+
+`new_ids` makes the IDs of a run of ADDJOBs (core/jobid.py) from one block of the ID
+stream: compiled, each is one bytes object made at its final size and filled with three
+copies, where the interpreter makes a slice, a tuple and a join per ID (~380 ns an ID
+on the machine of docs/performance.md's fourteenth look).
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ _FIELDS = (
     "nodes_confirmed",
 )
 _ARGUMENTS = 8
+# Where new_jobs finds the two slots it sets in `_offsets`.
+_STATE = _FIELDS.index("state")
+_FLAGS = _FIELDS.index("flags")
 # Compiled, where each of them lies in a Job (`_offsets`, job_slots.h).
 _IN_PLACE: bool = COMPILED and sorted(_FIELDS) == sorted(Job.__slots__)
 if _IN_PLACE:
@@ -76,3 +84,77 @@ def new_job(
     for i in range(_ARGUMENTS, 16):  # 16: len(_FIELDS), the size of `_offsets`
         _copy_slot(job, _TEMPLATE, _offsets[i])  # noqa: F821
     return job  # type: ignore[no-any-return]
+
+
+def new_jobs(
+    ids: list[bytes],
+    queue: bytes,
+    bodies: list[bytes],
+    repl: int,
+    ctime: int,
+    etime: int,
+    delay: int,
+    retry: int,
+    state: int,
+    flags: int,
+    jobs_by_id: dict[bytes, Job],
+) -> list[Job]:
+    """new_job(ids[n], queue, bodies[n], repl, ctime + n, etime, delay, retry) for each n,
+    with `state` and `flags`, each entered in `jobs_by_id` as it is made (a run of
+    ADDJOBs: core/job_runs.py). Compiled, the loop runs in C."""
+    count = len(ids)
+    if len(bodies) != count:
+        raise ValueError(f"{count} IDs for {len(bodies)} bodies")
+    jobs = []
+    for index in range(count):
+        job_id = ids[index]
+        job = new_job(job_id, queue, bodies[index], repl, ctime, etime, delay, retry)
+        if _IN_PLACE:
+            _set_slot(job, _offsets[_STATE], state)  # noqa: F821
+            _set_slot(job, _offsets[_FLAGS], flags)  # noqa: F821
+        else:
+            job.state = state
+            job.flags = flags
+        jobs_by_id[job_id] = job
+        jobs.append(job)
+        ctime += 1
+    return jobs
+
+
+# An ID's random part (core/jobid.py): new_ids' stride through a block of the stream.
+_RANDOM_CHARS = 24
+
+
+def new_ids(prefix: bytes, chars: bytes, start: int, count: int, suffix: bytes) -> list[bytes]:
+    """The `count` IDs prefix + chars[at:at + 24] + suffix, for at = start, start + 24, ...
+    (the caller stays within `chars`, one block of the stream)."""
+    end = start + _RANDOM_CHARS * count
+    if start < 0 or count < 0 or end > len(chars):
+        raise ValueError(f"{count} IDs from {start} are not within the block")
+    if COMPILED and type(prefix) is bytes and type(chars) is bytes and type(suffix) is bytes:
+        return _ids_in_place(prefix, chars, start, count, suffix)
+    return [
+        b"".join((prefix, chars[at : at + _RANDOM_CHARS], suffix))
+        for at in range(start, end, _RANDOM_CHARS)
+    ]
+
+
+def _ids_in_place(
+    prefix: bytes, chars: bytes, start: int, count: int, suffix: bytes
+) -> list[bytes]:
+    """new_ids, each ID written into a bytes object made at its size: compiled only
+    (job_alloc.pxd types it, and the C API names come from there)."""
+    plen = len(prefix)
+    slen = len(suffix)
+    size = plen + _RANDOM_CHARS + slen
+    source = PyBytes_AS_STRING(chars) + start  # noqa: F821
+    ids = []
+    for _ in range(count):
+        one = PyBytes_FromStringAndSize(cython.NULL, size)  # noqa: F821
+        out = PyBytes_AS_STRING(one)  # noqa: F821
+        memcpy(out, PyBytes_AS_STRING(prefix), plen)  # noqa: F821
+        memcpy(out + plen, source, _RANDOM_CHARS)  # noqa: F821
+        memcpy(out + plen + _RANDOM_CHARS, PyBytes_AS_STRING(suffix), slen)  # noqa: F821
+        ids.append(one)
+        source += _RANDOM_CHARS
+    return ids

@@ -28,7 +28,7 @@ from conveyor.core.job import (
     WILLQUEUE_ADVANCE_MS,
     Job,
 )
-from conveyor.core.job_alloc import new_job
+from conveyor.core.job_alloc import new_job, new_jobs
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.state import JITTER_MS, JOB_OVERHEAD_BYTES, CoreState
 
@@ -71,21 +71,10 @@ class JobRunsMixin(CoreState):
             ctime = self._last_ctime + 1  # jobs of the same ms keep their order
         name, repl, etime = queue.name, args.repl or 1, now_ms + ttl_s * 1000
         state, flags = (WAIT_REPL, 0) if wait_repl else (QUEUED, QUEUED_ONCE)
-        jobs_by_id = self.jobs
-        jobs = []
-        size = 0
-        for job_id, body in zip(
-            self._ids.next_ids(ttl_s, retry_s, len(bodies)), bodies, strict=True
-        ):
-            job = new_job(job_id, name, body, repl, ctime, etime, 0, retry_s)
-            job.state = state
-            job.flags = flags
-            jobs_by_id[job_id] = job
-            jobs.append(job)
-            size += len(body)
-            ctime += 1
-        self._last_ctime = ctime - 1
-        self.jobs_bytes += JOB_OVERHEAD_BYTES * len(jobs) + size
+        ids = self._ids.next_ids(ttl_s, retry_s, len(bodies))
+        jobs = new_jobs(ids, name, bodies, repl, ctime, etime, 0, retry_s, state, flags, self.jobs)
+        self._last_ctime = ctime + len(jobs) - 1
+        self.jobs_bytes += JOB_OVERHEAD_BYTES * len(jobs) + sum(map(len, bodies))
         if not wait_repl:
             queue.admit_new(jobs, now_ms)
         self.timers.file_new_jobs(jobs, etime, now_ms)

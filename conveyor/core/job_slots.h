@@ -58,6 +58,15 @@ static inline void conveyor_fill_slot(PyObject *obj, Py_ssize_t offset, PyObject
     *(PyObject **)((char *)obj + offset) = value;
 }
 
+/* Sets the slot at `offset` to `value`, dropping what it held before (if anything). */
+static inline void conveyor_set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    PyObject *old = *slot;
+    Py_INCREF(value);
+    *slot = value;
+    Py_XDECREF(old);
+}
+
 /* Sets the slot at `offset` of an object just allocated to what `source` (of the same
  * type) holds there: 0, or -1 with AttributeError when that slot was never set. */
 static inline int conveyor_copy_slot(PyObject *obj, PyObject *source, Py_ssize_t offset) {

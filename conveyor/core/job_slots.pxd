@@ -5,6 +5,7 @@ cdef extern from "conveyor/core/job_slots.h":
                                               Py_ssize_t *offsets, Py_ssize_t capacity)
     object _slot "conveyor_slot" (object job, Py_ssize_t offset)
     void _fill "conveyor_fill_slot" (object job, Py_ssize_t offset, object value)
+    void _set_slot "conveyor_set_slot" (object job, Py_ssize_t offset, object value)
     int _copy_slot "conveyor_copy_slot" (object job, object source, Py_ssize_t offset) except -1
     object _alloc_untracked "conveyor_alloc_untracked" (object type_, Py_ssize_t items)
     object _record_in_place "conveyor_record_in_place" (

@@ -13,6 +13,8 @@ import binascii
 import hashlib
 import struct
 
+from conveyor.core.job_alloc import new_ids
+
 _pack_counter = struct.Struct("<Q").pack
 _b2a_base64 = binascii.b2a_base64
 _RANDOM_CHARS = 24  # a 40-char ID's random part: 18 bytes in base64
@@ -53,16 +55,18 @@ class JobIdGenerator:
         suffix = self._suffixes.get((ttl_s, retry_s))
         if suffix is None:
             suffix = self.suffix_for(ttl_s, retry_s)
-        prefix = self._prefix
-        ids = []
-        for _ in range(count):
-            start = self._next
-            if start >= _BLOCK_CHARS:
-                self._draw()
-                start = 0
-            end = self._next = start + _RANDOM_CHARS
-            ids.append(b"".join((prefix, self._chars[start:end], suffix)))
-        return ids
+        start = self._next
+        if start >= _BLOCK_CHARS:
+            self._draw()
+            start = 0
+        # As many as the block still holds, in one call (compiled: core/job_alloc.py).
+        room = (_BLOCK_CHARS - start) // _RANDOM_CHARS
+        if count <= room:  # the usual case
+            self._next = start + count * _RANDOM_CHARS
+            return new_ids(self._prefix, self._chars, start, count, suffix)
+        ids = new_ids(self._prefix, self._chars, start, room, suffix)
+        self._next = _BLOCK_CHARS
+        return ids + self.next_ids(ttl_s, retry_s, count - room)
 
     def suffix_for(self, ttl_s: int, retry_s: int) -> bytes:
         """The `-05a1` tail of IDs for these times (formatted once per distinct pair)."""

@@ -15,3 +15,6 @@ cdef long _disque_flags(long flags, object retry, bint for_bus) except? -1
 cdef object _new_record(object job_id, object state, object flags, object repl, object etime,
                         object ctime, object delay, object retry, object nacks,
                         object deliveries, object queue, object body, object nodes)
+
+# job_record, callable from C too: job_records calls it once a job without a Python call.
+cpdef object job_record(object job, object node_name, object now_ms, bint for_bus=*)

@@ -108,6 +108,12 @@ def job_record(job: Job, node_name: bytes, now_ms: int, for_bus: bool = False) -
     )
 
 
+def job_records(jobs: list[Job], node_name: bytes, now_ms: int, for_bus: bool) -> list[JobRecord]:
+    """job_record for each of `jobs` (the copies of a run of ADDJOBs). Compiled, each is a
+    C call: job_record's arguments are not parsed again for every job."""
+    return [job_record(job, node_name, now_ms, for_bus) for job in jobs]
+
+
 # The slots job_record reads, in the order it numbers them (`_offsets[i]`).
 _SLOTS = (
     "id",

@@ -248,7 +248,8 @@ def _add_together(
     nothing: add_jobs runs them one by one. The replies are those add_jobs gives, in
     the same order and the same writes."""
     queue = entries[0][1][1]
-    if not _free_to_run_together(server, entries, queue):
+    connections = _connections_free_to_run(server, entries, queue)
+    if not connections:
         return None
     synchronous = plan.synchronous
     slots = [ReplySlot(conn) for conn, _ in entries] if synchronous else []
@@ -261,6 +262,21 @@ def _add_together(
         jobs, synchronous, slots = [], False, []
     if jobs is None:
         return None
+    if connections == 1 and failure is None:
+        # One client's pipelined jobs (the run of one read), as the loop below leaves them.
+        conn = entries[0][0]
+        conn.in_turn = False
+        if synchronous:  # each owes its reply: the replies before the first go now
+            if conn.deferred is None and out:
+                conn.write(b"".join(out))
+                out.clear()
+                out_bytes = 0
+            conn.defer_all(slots)
+            return len(slots), out_bytes, len(entries)
+        if conn.deferred is None:  # every reply ready: one block, joined once
+            block = b"+%s\r\n" % b"\r\n+".join([job.id for job in jobs])
+            out.append(block)
+            return 0, out_bytes + len(block), len(entries)
     last: Connection | None = None
     for index, (conn, _) in enumerate(entries):
         conn.in_turn = False  # a turn's ADDJOB (node/turn_adds.py) has run
@@ -287,24 +303,32 @@ def _add_together(
     return len(slots), out_bytes, len(entries)
 
 
-def _free_to_run_together(
+def _connections_free_to_run(
     server: Server, entries: list[tuple[Connection, list[bytes]]], queue: bytes
-) -> bool:
-    """Whether add_jobs would run every one of `entries` without holding it (a client
-    blocked, or owed too many replies) or refusing it for memory, all into `queue`."""
+) -> int:
+    """How many clients `entries` come from (a connection counted again each time it
+    comes back after another) when add_jobs would run every one of them without
+    holding it (a client blocked, or owed too many replies) or refusing it for memory,
+    all into `queue`; else 0."""
     size = 0
+    connections = 0
+    last: Connection | None = None
     for conn, request in entries:
-        deferred = conn.deferred
-        if (
-            conn.closed
-            or conn.waiter is not None
-            or conn.pending
-            or (deferred is not None and len(deferred.slots) + len(entries) >= MAX_OUTSTANDING)
-            or request[1] != queue
-        ):
-            return False
+        if conn is not last:  # a run's requests share one: checked once
+            deferred = conn.deferred
+            if (
+                conn.closed
+                or conn.waiter is not None
+                or conn.pending
+                or (deferred is not None and len(deferred.slots) + len(entries) >= MAX_OUTSTANDING)
+            ):
+                return 0
+            last = conn
+            connections += 1
+        if request[1] != queue:
+            return 0
         size += len(request[2])
     # Below the guard after the last job too: no job needs execute's check of maxmemory.
-    return (
-        server.core.jobs_bytes + size + JOB_OVERHEAD_BYTES * len(entries) <= server.core.oom_guard
-    )
+    if server.core.jobs_bytes + size + JOB_OVERHEAD_BYTES * len(entries) > server.core.oom_guard:
+        return 0
+    return connections

@@ -37,11 +37,10 @@ class ReplySlot:
 
 
 class DeferredReplies:
-    __slots__ = ("slots", "waiting")
+    __slots__ = ("slots",)
 
     def __init__(self) -> None:
         self.slots: deque[ReplySlot] = deque()
-        self.waiting = 0  # slots without their value yet
 
     def admits(self, request: list[bytes]) -> bool:
         """May this request run now, behind the replies still owed?"""
@@ -54,7 +53,6 @@ class DeferredReplies:
 
     def add_waiting(self, slot: ReplySlot) -> None:
         self.slots.append(slot)
-        self.waiting += 1
 
     def add_ready(self, conn: Connection, value: bytes) -> None:
         self.slots.append(ReplySlot(conn, b"", value))
@@ -63,7 +61,6 @@ class DeferredReplies:
         """Give `slot` its value; returns the replies now ready to go, in order."""
         if slot.value is None:
             slot.value = value
-            self.waiting -= 1
         slots = self.slots
         if not slots or slots[0].value is None:
             return b""

@@ -103,7 +103,6 @@ class CoreEffects:
                     if len(slots) == 1 and slots[0] is token and token.value is None:
                         # fill's usual case (a client waiting for one reply), one call less
                         slots.clear()
-                        deferred.waiting -= 1
                         ready = data
                     else:
                         ready = deferred.fill(token, data)

@@ -94,7 +94,13 @@ class HeldWork:
         if deferred is None:
             deferred = self.deferred = self.deferred_spare or DeferredReplies()
         deferred.slots.append(slot)  # add_waiting's body: one call less a job
-        deferred.waiting += 1
+
+    def defer_all(self, slots: list[ReplySlot]) -> None:
+        """defer for each of `slots`, in their order (a run of one client's ADDJOBs)."""
+        deferred = self.deferred
+        if deferred is None:
+            deferred = self.deferred = self.deferred_spare or DeferredReplies()
+        deferred.slots.extend(slots)
 
     def write_filled(self, data: bytes) -> None:
         """Write the replies a batch filled (DeferredReplies.fill, from

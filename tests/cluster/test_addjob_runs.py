@@ -252,3 +252,21 @@ def test_a_renamed_addjob_is_unknown_in_a_run_too(tmp_path: Path) -> None:
     finally:
         for node in nodes:
             node.stop()
+
+
+@pytest.mark.parametrize("options", [("ASYNC",), ()], ids=["async", "sync"])
+def test_each_reply_of_one_clients_run_is_its_own_jobs_id(
+    three: list[NodeProcess], options: tuple[str, ...]
+) -> None:
+    """A pipelined run of one client is answered in one block (ASYNC: every reply ready
+    at once) or by slots owed together (synchronous): reply n is the ID of job n."""
+    client = three[0].client()
+    count = 2 * RUN_MAX_JOBS + 3
+    pipe = client.pipeline(transaction=False)
+    for n in range(count):
+        pipe.execute_command("ADDJOB", "own", f"body {n}", "5000", "REPLICATE", "3", *options)
+    job_ids = pipe.execute()
+    assert len(set(job_ids)) == count and all(JOB_ID.match(job_id) for job_id in job_ids)
+    bodies = [show(three[0], job_id)[b"body"] for job_id in job_ids]  # type: ignore[index]
+    assert bodies == [b"body %d" % n for n in range(count)]
+    assert client.execute_command("QLEN", "own") == count

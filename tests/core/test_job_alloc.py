@@ -8,6 +8,7 @@ import gc
 import os
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +69,74 @@ def test_a_new_job_lets_go_of_its_fields_when_freed() -> None:
     assert sys.getrefcount(body) == before + 99
     del jobs
     assert sys.getrefcount(body) == before
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prefix=st.binary(max_size=16),
+    suffix=st.binary(max_size=8),
+    chars=st.binary(max_size=24 * 6),
+    start=st.integers(0, 24 * 6),
+    count=st.integers(0, 6),
+)
+def test_new_ids_are_the_slices_between_prefix_and_suffix(
+    prefix: bytes, suffix: bytes, chars: bytes, start: int, count: int
+) -> None:
+    """new_ids (a run's IDs, compiled when built) is prefix + 24 chars + suffix for each
+    24-char step from `start`, and refuses a run that would pass the end of `chars`."""
+    if start + 24 * count > len(chars):
+        with pytest.raises(ValueError, match="not within the block"):
+            job_alloc.new_ids(prefix, chars, start, count, suffix)
+        return
+    ids = job_alloc.new_ids(prefix, chars, start, count, suffix)
+    assert ids == [
+        prefix + chars[at : at + 24] + suffix for at in range(start, start + 24 * count, 24)
+    ]
+    assert all(type(one) is bytes for one in ids)
+
+
+def test_new_ids_refuse_a_negative_start_or_count() -> None:
+    for start, count in ((-1, 1), (0, -1)):
+        with pytest.raises(ValueError, match="not within the block"):
+            job_alloc.new_ids(b"D-", b"x" * 48, start, count, b"-0001")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    bodies=st.lists(st.binary(max_size=16), max_size=8),
+    ctime=INTS,
+    state=st.integers(0, 9),
+    flags=st.integers(0, 2**8),
+)
+def test_new_jobs_are_new_job_one_by_one_with_state_and_flags(
+    bodies: list[bytes], ctime: int, state: int, flags: int
+) -> None:
+    """new_jobs (a run of ADDJOBs, compiled when built) makes the jobs new_job makes, the
+    n-th at ctime + n, each with `state` and `flags` and entered in the dict."""
+    ids = [b"D-%038d" % n for n in range(len(bodies))]
+    by_id: dict[bytes, Job] = {b"other": Job(b"other", b"q", b"", 1, 0, 0, 0, 0)}
+    jobs = job_alloc.new_jobs(ids, b"q", bodies, 3, ctime, 9, 0, 5, state, flags, by_id)
+    assert list(by_id) == [b"other", *ids] and [by_id[i] for i in ids] == jobs
+    for n, (job, body) in enumerate(zip(jobs, bodies, strict=True)):
+        expected = Job(ids[n], b"q", body, 3, ctime + n, 9, 0, 5)
+        expected.state, expected.flags = state, flags
+        for name in Job.__slots__:
+            assert getattr(job, name) == getattr(expected, name), name
+        assert job.body is body and not (EXPECT_COMPILED and gc.is_tracked(job))
+
+
+def test_new_jobs_refuse_ids_and_bodies_of_other_lengths() -> None:
+    with pytest.raises(ValueError, match="2 IDs for 1 bodies"):
+        job_alloc.new_jobs([b"a", b"b"], b"q", [b"x"], 1, 0, 0, 0, 0, 0, 0, {})
+
+
+def test_new_jobs_let_go_of_the_values_they_replace() -> None:
+    """The state and flags a job had from new_job are dropped when new_jobs sets its own
+    (a slot set in place must release what it held)."""
+    state = 10**30 + int.from_bytes(os.urandom(4), "big")  # an object no one else holds
+    before = sys.getrefcount(state)
+    jobs = job_alloc.new_jobs([b"a", b"b"], b"q", [b"x", b"y"], 1, 0, 0, 0, 0, state, 0, {})
+    assert sys.getrefcount(state) == before + 2
+    jobs[0].state = 0
+    del jobs
+    assert sys.getrefcount(state) == before

@@ -105,6 +105,8 @@ def test_the_record_is_the_one_the_attributes_give(
             assert record.nodes is job.nodes_delivered  # shared, not copied
         if record.ctime < 2**64:  # the one field that does not saturate
             assert decode_job(encode_job(record))[0] == record
+    # A run's copies (records.job_records, one C call a job when compiled): the same.
+    assert records.job_records([exact, sub, exact], ME, now_ms, for_bus) == [expected] * 3
 
 
 def test_a_record_behaves_as_any_named_tuple() -> None:
