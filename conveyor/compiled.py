@@ -8,9 +8,9 @@ Python never reads either). They are the byte shufflers, where Cython pays: the 
 (every REPLJOB, YOURJOBS, AOF record and AOF load goes through it), the record of a job
 (core/records.py), the bus frame codec and the AOF reader; and what pure Python cannot
 do: core/untracked.py takes every job out of the cycle collector's sight, and
-core/job_alloc.py makes a job without a Python-level __init__, and a run's jobs and
-IDs in one call. Compiling the command path
-too was measured and made a node slower (docs/performance.md), so it stays interpreted.
+core/job_alloc.py makes a job without a Python-level __init__ (and a run's jobs and IDs
+in one call). Compiling the command path too was measured and made a node slower
+(docs/performance.md), so it stays interpreted.
 
 Which file a compiled module loads from is decided here, at import:
 - the .so, when it exists and is at least as new as the .py, so that an edited source is

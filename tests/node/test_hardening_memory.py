@@ -199,6 +199,12 @@ def test_slow_reader_is_cut_at_the_hard_limit(tmp_path: Path) -> None:
         try:
             # Without the limit, 20,000 requests would pile up ~200 MB of replies.
             sent, reset = pipeline_unread(reader, QPEEK, 20_000)
+            # The kernel takes the requests faster than a busy node runs them: wait for the
+            # cut without reading, as reading now would drain the replies below the limit.
+            wait_until(
+                lambda: info(client, "stats")["client_output_buffer_limit_disconnections"] == "1",
+                timeout_s=30.0,
+            )
             assert reset or closed_by_node(reader), f"not cut after {sent} requests"
         finally:
             reader.close()
