@@ -5,7 +5,6 @@ aof-load-truncated settings, a corrupt record found and fixed by check-aof, and
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 import redis
 
 from conveyor.persistence.reader import read_records
+from tests.node.helpers import RawClient
 from tests.servers import NodeProcess, running_node
 
 AOF = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -25,21 +25,6 @@ def show(client: redis.Redis, job_id: bytes) -> dict[str, object] | None:
     if fields is None:
         return None
     return {key.decode(): value for key, value in zip(fields[::2], fields[1::2], strict=True)}
-
-
-def _bulk_reply(sock: socket.socket) -> bytes:
-    """One bulk-string reply read off a raw socket (INFO's)."""
-    data = b""
-    while b"\r\n" not in data or len(data) < data.index(b"\r\n") + 2 + _bulk_len(data) + 2:
-        chunk = sock.recv(65536)
-        assert chunk, data  # the node closed the connection
-        data += chunk
-    return data
-
-
-def _bulk_len(data: bytes) -> int:
-    assert data.startswith(b"$"), data
-    return int(data[1 : data.index(b"\r\n")])
 
 
 def test_restart_brings_jobs_back_as_disque_does(tmp_path: Path) -> None:
@@ -177,13 +162,9 @@ def test_clients_get_loading_while_a_large_file_loads(tmp_path: Path) -> None:
     try:
         # A raw socket: redis-py would retry its BusyLoadingError quietly.
         # INFO in the same read runs in the same round: loading for sure.
-        with socket.create_connection(("127.0.0.1", node.port), timeout=10) as sock:
-            sock.sendall(b"PING\r\nQLEN q\r\nINFO persistence\r\n")
-            replies = b""
-            while not replies.endswith(b"\r\n\r\n") or b"loading_eta" not in replies:
-                chunk = sock.recv(4096)
-                assert chunk, replies  # the node closed the connection
-                replies += chunk
+        with RawClient(node.port, timeout_s=10) as raw:
+            raw.send(b"PING\r\nQLEN q\r\nINFO persistence\r\n")
+            replies = b"".join(raw.read_raw(10) for _ in range(3))
             loading_error = b"-LOADING Disque is loading the dataset in memory\r\n"
             assert replies.startswith(loading_error * 2)
             assert b"loading:1\r\n" in replies and b"loading_total_bytes:" in replies
@@ -194,8 +175,7 @@ def test_clients_get_loading_while_a_large_file_loads(tmp_path: Path) -> None:
             deadline = time.monotonic() + 60
             while b"loading:1\r\n" in replies and time.monotonic() < deadline:
                 time.sleep(0.05)
-                sock.sendall(b"INFO persistence\r\n")
-                replies = _bulk_reply(sock)
+                replies = raw.call_raw("INFO", "persistence", timeout_s=10)
         client = node.client()
         assert client.execute_command("PING") in (b"PONG", "PONG", True)
         assert client.info("persistence")["loading"] == 0
