@@ -25,12 +25,10 @@ cpdef object new_job(object job_id, object queue, object body, object repl, obje
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.string cimport memcpy
 
-cdef Py_ssize_t _RANDOM_CHARS
-
 @cython.locals(plen=cython.Py_ssize_t, slen=cython.Py_ssize_t, size=cython.Py_ssize_t,
                source=cython.p_char, out=cython.p_char, one=bytes, ids=list)
 cdef list _ids_in_place(bytes prefix, bytes chars, Py_ssize_t start, Py_ssize_t count,
-                        bytes suffix)
+                        Py_ssize_t width, bytes suffix)
 
 # new_jobs: the run's lists read by index, the two slots a run sets stored in place.
 @cython.locals(index=cython.Py_ssize_t, count=cython.Py_ssize_t, jobs=list)

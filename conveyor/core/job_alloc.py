@@ -121,40 +121,35 @@ def new_jobs(
     return jobs
 
 
-# An ID's random part (core/jobid.py): new_ids' stride through a block of the stream.
-_RANDOM_CHARS = 24
-
-
-def new_ids(prefix: bytes, chars: bytes, start: int, count: int, suffix: bytes) -> list[bytes]:
-    """The `count` IDs prefix + chars[at:at + 24] + suffix, for at = start, start + 24, ...
-    (the caller stays within `chars`, one block of the stream)."""
-    end = start + _RANDOM_CHARS * count
-    if start < 0 or count < 0 or end > len(chars):
+def new_ids(
+    prefix: bytes, chars: bytes, start: int, count: int, width: int, suffix: bytes
+) -> list[bytes]:
+    """The `count` IDs prefix + chars[at:at + width] + suffix, for at = start,
+    start + width, ... (the caller stays within `chars`, one block of the stream)."""
+    end = start + width * count
+    if start < 0 or count < 0 or width <= 0 or end > len(chars):
         raise ValueError(f"{count} IDs from {start} are not within the block")
     if COMPILED and type(prefix) is bytes and type(chars) is bytes and type(suffix) is bytes:
-        return _ids_in_place(prefix, chars, start, count, suffix)
-    return [
-        b"".join((prefix, chars[at : at + _RANDOM_CHARS], suffix))
-        for at in range(start, end, _RANDOM_CHARS)
-    ]
+        return _ids_in_place(prefix, chars, start, count, width, suffix)
+    return [b"".join((prefix, chars[at : at + width], suffix)) for at in range(start, end, width)]
 
 
 def _ids_in_place(
-    prefix: bytes, chars: bytes, start: int, count: int, suffix: bytes
+    prefix: bytes, chars: bytes, start: int, count: int, width: int, suffix: bytes
 ) -> list[bytes]:
     """new_ids, each ID written into a bytes object made at its size: compiled only
     (job_alloc.pxd types it, and the C API names come from there)."""
     plen = len(prefix)
     slen = len(suffix)
-    size = plen + _RANDOM_CHARS + slen
+    size = plen + width + slen
     source = PyBytes_AS_STRING(chars) + start  # noqa: F821
     ids = []
     for _ in range(count):
         one = PyBytes_FromStringAndSize(cython.NULL, size)  # noqa: F821
         out = PyBytes_AS_STRING(one)  # noqa: F821
         memcpy(out, PyBytes_AS_STRING(prefix), plen)  # noqa: F821
-        memcpy(out + plen, source, _RANDOM_CHARS)  # noqa: F821
-        memcpy(out + plen + _RANDOM_CHARS, PyBytes_AS_STRING(suffix), slen)  # noqa: F821
+        memcpy(out + plen, source, width)  # noqa: F821
+        memcpy(out + plen + width, PyBytes_AS_STRING(suffix), slen)  # noqa: F821
         ids.append(one)
-        source += _RANDOM_CHARS
+        source += width
     return ids

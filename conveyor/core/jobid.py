@@ -63,8 +63,8 @@ class JobIdGenerator:
         room = (_BLOCK_CHARS - start) // _RANDOM_CHARS
         if count <= room:  # the usual case
             self._next = start + count * _RANDOM_CHARS
-            return new_ids(self._prefix, self._chars, start, count, suffix)
-        ids = new_ids(self._prefix, self._chars, start, room, suffix)
+            return new_ids(self._prefix, self._chars, start, count, _RANDOM_CHARS, suffix)
+        ids = new_ids(self._prefix, self._chars, start, room, _RANDOM_CHARS, suffix)
         self._next = _BLOCK_CHARS
         return ids + self.next_ids(ttl_s, retry_s, count - room)
 

@@ -248,8 +248,7 @@ def _add_together(
     nothing: add_jobs runs them one by one. The replies are those add_jobs gives, in
     the same order and the same writes."""
     queue = entries[0][1][1]
-    connections = _connections_free_to_run(server, entries, queue)
-    if not connections:
+    if not _free_to_run_together(server, entries, queue):
         return None
     synchronous = plan.synchronous
     slots = [ReplySlot(conn) for conn, _ in entries] if synchronous else []
@@ -262,56 +261,50 @@ def _add_together(
         jobs, synchronous, slots = [], False, []
     if jobs is None:
         return None
-    if connections == 1 and failure is None:
-        # One client's pipelined jobs (the run of one read), as the loop below leaves them.
-        conn = entries[0][0]
-        conn.in_turn = False
+    # By client: the entries one connection sent in a row (a pipelined run is one client;
+    # a turn's ADDJOBs are one each).
+    last: Connection | None = None
+    start, count = 0, len(entries)
+    while start < count:
+        conn = entries[start][0]
+        end = start + 1
+        while end < count and entries[end][0] is conn:
+            end += 1
+        conn.in_turn = False  # a turn's ADDJOB (node/turn_adds.py) has run
+        if last is not None and out:
+            last.write(b"".join(out))
+            out.clear()
+            out_bytes = 0
+        last = conn
+        deferred = conn.deferred
         if synchronous:  # each owes its reply: the replies before the first go now
-            if conn.deferred is None and out:
+            conn.defer_all(slots[start:end])
+            if deferred is None and out:
                 conn.write(b"".join(out))
                 out.clear()
                 out_bytes = 0
-            conn.defer_all(slots)
-            return len(slots), out_bytes, len(entries)
-        if conn.deferred is None:  # every reply ready: one block, joined once
-            block = b"+%s\r\n" % b"\r\n+".join([job.id for job in jobs])
+        elif failure is None and deferred is None:  # all ready: one block, joined once
+            block = b"+%s\r\n" % b"\r\n+".join([job.id for job in jobs[start:end]])
             out.append(block)
-            return 0, out_bytes + len(block), len(entries)
-    last: Connection | None = None
-    for index, (conn, _) in enumerate(entries):
-        conn.in_turn = False  # a turn's ADDJOB (node/turn_adds.py) has run
-        if conn is not last:
-            if last is not None and out:
-                last.write(b"".join(out))
-                out.clear()
-                out_bytes = 0
-            last = conn
-        deferred = conn.deferred
-        if synchronous:
-            conn.defer(slots[index])
-            if deferred is None and out:
-                conn.write(b"".join(out))  # the replies before it go now
-                out.clear()
-                out_bytes = 0
-            continue
-        reply = failure or b"+%s\r\n" % jobs[index].id
-        if deferred is not None:
-            deferred.add_ready(conn, reply)  # behind the replies still owed
+            out_bytes += len(block)
         else:
-            out.append(reply)
-            out_bytes += len(reply)
+            for index in range(start, end):
+                reply = failure or b"+%s\r\n" % jobs[index].id
+                if deferred is not None:
+                    deferred.add_ready(conn, reply)  # behind the replies still owed
+                else:
+                    out.append(reply)
+                    out_bytes += len(reply)
+        start = end
     return len(slots), out_bytes, len(entries)
 
 
-def _connections_free_to_run(
+def _free_to_run_together(
     server: Server, entries: list[tuple[Connection, list[bytes]]], queue: bytes
-) -> int:
-    """How many clients `entries` come from (a connection counted again each time it
-    comes back after another) when add_jobs would run every one of them without
-    holding it (a client blocked, or owed too many replies) or refusing it for memory,
-    all into `queue`; else 0."""
+) -> bool:
+    """Whether add_jobs would run every one of `entries` without holding it (a client
+    blocked, or owed too many replies) or refusing it for memory, all into `queue`."""
     size = 0
-    connections = 0
     last: Connection | None = None
     for conn, request in entries:
         if conn is not last:  # a run's requests share one: checked once
@@ -322,13 +315,12 @@ def _connections_free_to_run(
                 or conn.pending
                 or (deferred is not None and len(deferred.slots) + len(entries) >= MAX_OUTSTANDING)
             ):
-                return 0
+                return False
             last = conn
-            connections += 1
         if request[1] != queue:
-            return 0
+            return False
         size += len(request[2])
     # Below the guard after the last job too: no job needs execute's check of maxmemory.
-    if server.core.jobs_bytes + size + JOB_OVERHEAD_BYTES * len(entries) > server.core.oom_guard:
-        return 0
-    return connections
+    return (
+        server.core.jobs_bytes + size + JOB_OVERHEAD_BYTES * len(entries) <= server.core.oom_guard
+    )

@@ -86,9 +86,9 @@ def test_new_ids_are_the_slices_between_prefix_and_suffix(
     24-char step from `start`, and refuses a run that would pass the end of `chars`."""
     if start + 24 * count > len(chars):
         with pytest.raises(ValueError, match="not within the block"):
-            job_alloc.new_ids(prefix, chars, start, count, suffix)
+            job_alloc.new_ids(prefix, chars, start, count, 24, suffix)
         return
-    ids = job_alloc.new_ids(prefix, chars, start, count, suffix)
+    ids = job_alloc.new_ids(prefix, chars, start, count, 24, suffix)
     assert ids == [
         prefix + chars[at : at + 24] + suffix for at in range(start, start + 24 * count, 24)
     ]
@@ -98,7 +98,7 @@ def test_new_ids_are_the_slices_between_prefix_and_suffix(
 def test_new_ids_refuse_a_negative_start_or_count() -> None:
     for start, count in ((-1, 1), (0, -1)):
         with pytest.raises(ValueError, match="not within the block"):
-            job_alloc.new_ids(b"D-", b"x" * 48, start, count, b"-0001")
+            job_alloc.new_ids(b"D-", b"x" * 48, start, count, 24, b"-0001")
 
 
 @settings(max_examples=100, deadline=None)
