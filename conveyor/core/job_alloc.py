@@ -11,6 +11,9 @@ that says how a job starts. Pure Python, or a Job whose slots are not all listed
 slot added later), calls Job(...) itself; tests/core/test_job_alloc.py holds both to the
 same sixteen values.
 
+`new_copies` makes a REPLJOB's new copies (core/job_runs.py, `import_copies`) the same
+way, in one loop: compiled, the loop runs in C and each copy's slots are stored in place.
+
 `new_ids` makes the IDs of a run of ADDJOBs (core/jobid.py) from one block of the ID
 stream: compiled, each is one bytes object made at its final size and filled with three
 copies, where the interpreter makes a slice, a tuple and a join per ID (~380 ns an ID
@@ -19,7 +22,10 @@ on the machine of docs/performance.md's fourteenth look).
 
 from __future__ import annotations
 
-from conveyor.core.job import Job
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from conveyor.core.job import DELIVERED, QUEUED_ONCE, Job
 
 try:
     import cython
@@ -48,9 +54,18 @@ _FIELDS = (
     "nodes_confirmed",
 )
 _ARGUMENTS = 8
-# Where new_jobs finds the two slots it sets in `_offsets`.
+# Where new_jobs and new_copies find the slots they set in `_offsets`.
 _STATE = _FIELDS.index("state")
 _FLAGS = _FIELDS.index("flags")
+_NACKS = _FIELDS.index("nacks")
+_DELIVERIES = _FIELDS.index("additional_deliveries")
+_QTIME = _FIELDS.index("qtime")
+_DELIVERED_TO = _FIELDS.index("nodes_delivered")
+_CONFIRMED_BY = _FIELDS.index("nodes_confirmed")
+# A copy's flags: its first queueing here is a requeue; DELIVERED too when the sender
+# says it was delivered (Disque's flag, core/codec.py's DISQUE_DELIVERED, passed in).
+_COPY_FLAGS = QUEUED_ONCE
+_DELIVERED_COPY_FLAGS = QUEUED_ONCE | DELIVERED
 # Compiled, where each of them lies in a Job (`_offsets`, job_slots.h).
 _IN_PLACE: bool = COMPILED and sorted(_FIELDS) == sorted(Job.__slots__)
 if _IN_PLACE:
@@ -119,6 +134,79 @@ def new_jobs(
         jobs.append(job)
         ctime += 1
     return jobs
+
+
+def new_copies(
+    records: Sequence[Any],
+    start: int,
+    nodes: tuple[bytes, ...],
+    queue_name: bytes,
+    name: bytes,
+    holders: tuple[bytes, ...],
+    now_ms: int,
+    advance_ms: int,
+    jitter_ms: int,
+    overhead: int,
+    delivered_flag: int,
+    jobs_by_id: dict[bytes, Job],
+    random: Callable[[], float],
+    made: tuple[list[bytes], list[Job], list[int]],
+    last_ctime: int,
+) -> tuple[int, int, int]:
+    """The copies of `records` (JobRecords of one REPLJOB: core/codec.py) from `start` on,
+    made as `import_copies` makes them (core/job_runs.py), up to the first that it does
+    not make this way: of other nodes than `nodes` (the frame's tuple), at-most-once, of
+    another queue than `queue_name`, or known here. Each is made ACTIVE in queue `name`
+    with `holders`, its requeue drawn with `random` (the jitter as CoreState draws it),
+    and entered in `jobs_by_id`; its ID goes to `made[0]`, the job to `made[1]` and its
+    timer's deadline to `made[2]` (its requeue, told `advance_ms` ahead, or its expiry if
+    sooner). A copy already expired is skipped. Returns where it stopped (len(records)
+    when at the end), the bytes the copies hold (`overhead` a job) and the latest ctime
+    (from `last_ctime`). Compiled, the loop runs in C."""
+    taken, filed, whens = made
+    count = len(records)
+    index = start
+    size = 0
+    while index < count:
+        (job_id, _, _, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
+         job_queue, body, job_nodes) = records[index]  # fmt: skip
+        if job_nodes is not nodes or not retry or job_queue != queue_name or job_id in jobs_by_id:
+            break
+        index += 1
+        etime_ms = now_ms + (etime - 1) * 1000  # on the bus: seconds left + 1
+        if etime_ms <= now_ms:
+            continue  # expired on its way: neither kept nor taken
+        taken.append(job_id)
+        job = new_job(job_id, name, body, repl, ctime, etime_ms, delay, retry)
+        # The jitter as CoreState._jitter draws it: int() of a float, which truncates as
+        # C's conversion of a double does.
+        jitter = random() * 2 * jitter_ms
+        drawn = cython.cast(cython.longlong, jitter) if COMPILED else int(jitter)
+        qtime = now_ms + (delay + retry) * 1000 + drawn - jitter_ms
+        copy_flags = _DELIVERED_COPY_FLAGS if flags & delivered_flag else _COPY_FLAGS
+        if _IN_PLACE:
+            if nacks or deliveries:
+                _set_slot(job, _offsets[_NACKS], nacks)  # noqa: F821
+                _set_slot(job, _offsets[_DELIVERIES], deliveries)  # noqa: F821
+            _set_slot(job, _offsets[_FLAGS], copy_flags)  # noqa: F821
+            _set_slot(job, _offsets[_DELIVERED_TO], holders)  # noqa: F821
+            _set_slot(job, _offsets[_CONFIRMED_BY], ())  # noqa: F821
+            _set_slot(job, _offsets[_QTIME], qtime)  # noqa: F821
+        else:
+            if nacks or deliveries:
+                job.nacks = nacks
+                job.additional_deliveries = deliveries
+            job.flags = copy_flags
+            job.nodes_delivered = holders
+            job.nodes_confirmed = ()
+            job.qtime = qtime
+        jobs_by_id[job_id] = job
+        size += overhead + len(body)
+        if ctime > last_ctime:
+            last_ctime = ctime
+        filed.append(job)
+        whens.append(qtime - advance_ms if qtime < etime_ms else etime_ms)
+    return index, size, last_ctime
 
 
 def new_ids(

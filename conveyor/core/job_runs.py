@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING
 from conveyor.core.args import AddJobArgs
 from conveyor.core.codec import DISQUE_DELIVERED
 from conveyor.core.job import (
-    DELIVERED,
     QUEUED,
     QUEUED_ONCE,
     WAIT_REPL,
     WILLQUEUE_ADVANCE_MS,
     Job,
 )
-from conveyor.core.job_alloc import new_job, new_jobs
+from conveyor.core.job_alloc import new_copies, new_jobs
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.state import JITTER_MS, JOB_OVERHEAD_BYTES, CoreState
 
@@ -136,52 +135,27 @@ class JobRunsMixin(CoreState):
         queue_name, nodes = first[11], first[13]
         queue = self.queues.get(queue_name)
         name = queue_name if queue is None else queue.name  # shared, as in import_job
-        jobs = self.jobs
-        random = self._rand.random
         # Job.awake_at for a fresh copy (active, its WILLQUEUE not sent): its requeue, told
         # WILLQUEUE_ADVANCE_MS ahead to the other holders, or its expiry if sooner.
         advance = WILLQUEUE_ADVANCE_MS if len(holders) > 1 else 0
-        filed: list[Job] = []  # filed in the timers together, with their deadlines
-        whens: list[int] = []
-        taken = []
-        size = 0
-        last_ctime = self._last_ctime
-        for record in records:
-            (job_id, _, _, flags, repl, etime, ctime, delay, retry, nacks, deliveries,
-             job_queue, body, job_nodes) = record  # fmt: skip
-            if job_nodes is not nodes or not retry or job_queue != queue_name or job_id in jobs:
-                # The one-job path reads and moves these too (and files after the copies
-                # before it).
-                self._last_ctime = last_ctime
-                self.jobs_bytes += size
-                size = 0
-                if filed:
-                    self.timers.file_new_at(filed, whens, now_ms)
-                    filed, whens = [], []
-                if otherwise(record, now_ms):
-                    taken.append(job_id)
-                last_ctime = self._last_ctime
-                continue
-            etime_ms = now_ms + (etime - 1) * 1000  # on the bus: seconds left + 1
-            if etime_ms <= now_ms:
-                continue  # expired on its way: neither kept nor taken, as import_job
-            taken.append(job_id)
-            job = new_job(job_id, name, body, repl, ctime, etime_ms, delay, retry)
-            if nacks or deliveries:
-                job.nacks = nacks
-                job.additional_deliveries = deliveries
-            job.flags = QUEUED_ONCE | DELIVERED if flags & DISQUE_DELIVERED else QUEUED_ONCE
-            job.nodes_delivered = holders
-            job.nodes_confirmed = ()
-            jobs[job_id] = job
-            size += JOB_OVERHEAD_BYTES + len(body)
-            if ctime > last_ctime:
-                last_ctime = ctime
-            jitter = int(random() * 2 * JITTER_MS) - JITTER_MS  # CoreState._jitter's draw
-            job.qtime = qtime = now_ms + (delay + retry) * 1000 + jitter
-            filed.append(job)
-            whens.append(qtime - advance if qtime < etime_ms else etime_ms)
-        self._last_ctime = last_ctime
-        self.jobs_bytes += size
-        self.timers.file_new_at(filed, whens, now_ms)
-        return taken
+        taken: list[bytes] = []
+        count = len(records)
+        index = 0
+        while True:
+            # The copies up to the first new_copies does not make, filed in the timers
+            # together with their deadlines.
+            made: tuple[list[bytes], list[Job], list[int]] = (taken, [], [])
+            index, size, self._last_ctime = new_copies(
+                records, index, nodes, queue_name, name, holders, now_ms, advance,
+                JITTER_MS, JOB_OVERHEAD_BYTES, DISQUE_DELIVERED, self.jobs,
+                self._rand.random, made, self._last_ctime,
+            )  # fmt: skip
+            self.jobs_bytes += size
+            self.timers.file_new_at(made[1], made[2], now_ms)
+            if index == count:
+                return taken
+            # The one-job path for this one: it reads and moves what the copies before it
+            # left (and files after them).
+            if otherwise(records[index], now_ms):
+                taken.append(records[index][0])
+            index += 1
