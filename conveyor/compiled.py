@@ -2,15 +2,17 @@
 
 `make compile` (run by `make run` and `make test`) builds the modules below with Cython
 from their .py source: each gets a .so beside its .py (the job codec, core/records.py,
-core/job_alloc.py and core/untracked.py also have a .pxd, which gives them C integers and
-the C API, and core/job_slots.h the C that reads and writes a Job's slots in place; pure
-Python never reads either). They are the byte shufflers, where Cython pays: the job codec
-(every REPLJOB, YOURJOBS, AOF record and AOF load goes through it), the record of a job
-(core/records.py), the bus frame codec and the AOF reader; and what pure Python cannot
-do: core/untracked.py takes every job out of the cycle collector's sight, and
-core/job_alloc.py makes a job without a Python-level __init__ (and a run's jobs and IDs
-in one call). Compiling the command path too was measured and made a node slower
-(docs/performance.md), so it stays interpreted.
+core/job_alloc.py, core/untracked.py and cluster/confirmations.py also have a .pxd, which
+gives them C integers and the C API, and core/job_slots.h the C that reads and writes a
+Job's slots in place; pure Python never reads either). They are the byte shufflers, where
+Cython pays: the job codec (every REPLJOB, YOURJOBS, AOF record and AOF load goes through
+it), the record of a job (core/records.py), the bus frame codec and the AOF reader; what
+pure Python cannot do: core/untracked.py takes every job out of the cycle collector's
+sight, and core/job_alloc.py makes a job without a Python-level __init__ (and a run's
+jobs, its IDs and a REPLJOB's copies in one call); and the one loop a synchronous job's
+confirmations take on the origin (cluster/confirmations.py). Compiling the command path
+as a whole was measured and made a node slower (docs/performance.md), so it stays
+interpreted.
 
 Which file a compiled module loads from is decided here, at import:
 - the .so, when it exists and is at least as new as the .py, so that an edited source is
@@ -41,6 +43,7 @@ COMPILED_MODULES = (
     "conveyor.core.untracked",
     "conveyor.core.job_alloc",
     "conveyor.cluster.codec",
+    "conveyor.cluster.confirmations",
     "conveyor.persistence.reader",
     "conveyor.persistence.records",
     "conveyor.node.event_log",

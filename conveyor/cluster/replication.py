@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from conveyor.cluster.actions import Send
 from conveyor.cluster.batching import CopyOutbox, job_id_message
+from conveyor.cluster.confirmations import confirm_copies
 from conveyor.cluster.membership import Membership
 from conveyor.cluster.messages import (
     MFLAG_NOREPLY,
@@ -49,7 +50,7 @@ from conveyor.core.args import AddJobArgs
 from conveyor.core.codec import JobRecord
 from conveyor.core.effects import Reply
 from conveyor.core.errors import CommandError
-from conveyor.core.job import ACTIVE, DELETED, QUEUED_ONCE, WAIT_REPL, Job
+from conveyor.core.job import DELETED, QUEUED_ONCE, WAIT_REPL, Job
 from conveyor.core.node import NodeCore
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.records import job_record
@@ -341,34 +342,25 @@ class Replication(PlannedAdds):
     def receive_gotjob(self, message: GotJob, now_ms: int) -> None:
         self.got_copies(message.header.sender, ((message.id, 0),), now_ms)
 
-    def got_copies(self, sender: bytes, entries: Iterable[tuple[bytes, int]], now_ms: int) -> None:
+    def got_copies(self, sender: bytes, entries: Sequence[tuple[bytes, int]], now_ms: int) -> None:
         """`sender` holds a copy of each job of `entries` ((job ID, unused) pairs: one
         GOTJOB, or a Conveyor node's batch of them for a pipeline's ADDJOBs)."""
         core = self.core
         jobs = core.jobs
-        pending = self.pending
         me = self.membership.myself.name
         confirmed_here: list[Job] = []
-        for job_id, _ in entries:
-            job = jobs.get(job_id)
-            if job is None or job.state != WAIT_REPL:
-                continue
-            confirmed = job.nodes_confirmed or ()
-            if sender not in confirmed:
-                job.nodes_confirmed = confirmed = (*confirmed, sender)
-            if len(confirmed) < job.repl:
-                continue
-            if me not in (job.nodes_delivered or ()):
-                self.achieved(job, now_ms)  # replicated externally: handed over
-                continue
-            # achieved's usual case without its call: every synchronous job comes here.
-            added = pending.pop(job_id, None)
-            if added is not None:
-                core.replies.append(_tuple_new(Reply, (added.token, b"+%s\r\n" % job.id)))
-            # Out of wait-repl at once: another GOTJOB for it in this batch (a REPLJOB
-            # sent again and answered twice) finds it confirmed already.
-            job.state = ACTIVE
-            confirmed_here.append(job)
+        index, count = 0, len(entries)
+        while True:
+            # achieved's usual case without its call, for every entry up to the first job
+            # replicated externally (cluster/confirmations.py).
+            index = confirm_copies(
+                entries, index, sender, me, jobs, self.pending, Reply, core.replies,
+                confirmed_here,
+            )  # fmt: skip
+            if index == count:
+                break
+            self.achieved(jobs[entries[index][0]], now_ms)  # handed over
+            index += 1
         core.replicated_run(confirmed_here, now_ms)  # each queued as `replicated` does
 
     def achieved(self, job: Job, now_ms: int, acked: bool = False) -> None:
