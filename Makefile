@@ -144,6 +144,12 @@ bench-cluster: sysdeps $(STAMP) compile
 	$(PY) -m bench.federation_bench
 	$(PY) -m bench.failover_bench
 
+# The CPU of bench-cluster's columns split by process (origin, replicas, client), with
+# each one's wake-ups and system calls; C Disque's too with DISQUE_SERVER.
+.PHONY: bench-cluster-split
+bench-cluster-split: sysdeps $(STAMP) compile
+	$(PY) -m bench.cluster_split
+
 # Disque's own cluster test suite (its tests/, from DISQUE_SRC: a checkout of
 # antirez/disque) against Conveyor nodes, ~10 min; a yardstick, not part of `make test`.
 .PHONY: disque-suite
