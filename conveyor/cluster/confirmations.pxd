@@ -10,5 +10,5 @@ cdef Py_ssize_t _offsets[4]
 # The loop's lists and dicts used directly; the entries read by index.
 @cython.locals(index=cython.Py_ssize_t, count=cython.Py_ssize_t)
 cpdef Py_ssize_t confirm_copies(object entries, Py_ssize_t start, object sender, object me,
-                                dict jobs_by_id, dict pending, object reply_type,
-                                list replies, list confirmed_here) except -1
+                                dict jobs_by_id, dict pending, list replies,
+                                list confirmed_here) except -1

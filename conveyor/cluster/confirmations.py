@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from conveyor.core.effects import Reply
 from conveyor.core.job import ACTIVE, WAIT_REPL, Job
 
 try:
@@ -44,7 +45,6 @@ def confirm_copies(
     me: bytes,
     jobs_by_id: dict[bytes, Job],
     pending: dict[bytes, Any],
-    reply_type: type,
     replies: list[Any],
     confirmed_here: list[Job],
 ) -> int:
@@ -52,7 +52,7 @@ def confirm_copies(
     `start` on: each job of theirs still in WAIT_REPL counts it among its confirmations
     (`nodes_confirmed`). One with REPLICATE of them becomes ACTIVE and goes to
     `confirmed_here`, and the client whose ADDJOB waits for it (its PendingAdd in
-    `pending`, taken out) is owed `+<ID>` (a `reply_type` in `replies`). Stops at the
+    `pending`, taken out) is owed `+<ID>` (a Reply in `replies`). Stops at the
     first job with enough confirmations that this node does not hold (replicated
     externally: handed over elsewhere) and returns its index, or len(entries)."""
     count = len(entries)
@@ -86,7 +86,7 @@ def confirm_copies(
                 return index - 1
         added = pending.pop(job_id, None)
         if added is not None:
-            replies.append(_tuple_new(reply_type, (added[1], b"+%s\r\n" % job_id)))
+            replies.append(_tuple_new(Reply, (added[1], b"+%s\r\n" % job_id)))
         # Out of wait-repl at once: another entry for it in this batch (a REPLJOB sent
         # again and answered twice) finds it confirmed already.
         if _IN_PLACE:

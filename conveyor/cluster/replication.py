@@ -354,8 +354,7 @@ class Replication(PlannedAdds):
             # achieved's usual case without its call, for every entry up to the first job
             # replicated externally (cluster/confirmations.py).
             index = confirm_copies(
-                entries, index, sender, me, jobs, self.pending, Reply, core.replies,
-                confirmed_here,
+                entries, index, sender, me, jobs, self.pending, core.replies, confirmed_here,
             )  # fmt: skip
             if index == count:
                 break

@@ -108,7 +108,7 @@ def test_the_loop_stops_at_a_job_replicated_externally() -> None:
     replies: list[Reply] = []
     entries = [(ids[0], 0), (ids[1], 0), (ids[0], 0)]
     stop = confirm_copies(
-        entries, 0, NAMES[1], NAMES[0], core.jobs, state.replication.pending, Reply, replies,
+        entries, 0, NAMES[1], NAMES[0], core.jobs, state.replication.pending, replies,
         confirmed,
     )  # fmt: skip
     assert stop == 1
@@ -118,7 +118,7 @@ def test_the_loop_stops_at_a_job_replicated_externally() -> None:
     assert core.jobs[ids[1]].nodes_confirmed == (NAMES[0], NAMES[1])  # counted, not taken
     # Resumed after it, the repeated entry finds its job confirmed already.
     assert confirm_copies(
-        entries, 2, NAMES[1], NAMES[0], core.jobs, state.replication.pending, Reply, replies,
+        entries, 2, NAMES[1], NAMES[0], core.jobs, state.replication.pending, replies,
         confirmed,
     ) == 3  # fmt: skip
     assert len(confirmed) == 1 and len(replies) == 1
