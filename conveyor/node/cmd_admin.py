@@ -55,9 +55,10 @@ def echo(server: Server, conn: Connection, args: list[bytes]) -> bytes:
 
 
 def quit(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    conn.write(OK)
-    conn.close()
-    return b""
+    # +OK goes out behind the replies of the requests before it in the same read (as
+    # Redis does); written and closed at once, it used to leave without them.
+    conn.close_after_replies()
+    return OK
 
 
 def time_(server: Server, conn: Connection, args: list[bytes]) -> bytes:

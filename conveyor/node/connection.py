@@ -1,7 +1,9 @@
 """One client connection: bytes in, requests through the server's command table, replies out.
 
-A `Connection` parses its bytes, runs each request and writes all replies of one read in
-a single `write`, so pipelined clients cost one syscall per batch. While its GETJOB is
+A `Connection` parses its bytes, runs each request and leaves the replies for the end of
+the loop's turn, which writes each client's in a single `write` (node/turn_replies.py,
+node/output.py), so pipelined clients cost one syscall per batch and the clients of one
+turn are written to back to back. While its GETJOB is
 blocked, or its ADDJOBs' replies wait for their copies, later requests wait in `pending`
 and run in order once it is answered (node/held.py).
 
@@ -36,6 +38,7 @@ from conveyor.node.addjob_runs import AddJobRun, gather_runs, plan_run, run_addj
 from conveyor.node.deferred import DeferredReplies
 from conveyor.node.held import NOTHING_HELD, HeldWork
 from conveyor.node.keepalive import set_keepalive
+from conveyor.node.output import Output
 from conveyor.node.reading import NO_PARSER_YET, FirstRead, raising
 from conveyor.protocol.requests import ProtocolError, RequestParser
 from conveyor.protocol.resp import error
@@ -52,8 +55,6 @@ TURN_REPLY_BYTES = 1 << 20
 # A read's copies are counted for the mid-read send (SendPolicy.send_if_many) after
 # this many ADDJOBs that wait for them: a long pipeline's still go every MID_READ_ACTIONS.
 MID_READ_CHECK_JOBS = 8
-# How long a connection closing after a protocol error waits for its client to close.
-LINGER_S = 2.0
 
 
 def now_ms() -> int:
@@ -61,7 +62,7 @@ def now_ms() -> int:
     return int(time.time() * 1000.0)
 
 
-class Connection(HeldWork, asyncio.Protocol):
+class Connection(HeldWork, Output, asyncio.Protocol):
     __slots__ = (
         "addr",
         "auth_failures",
@@ -90,6 +91,7 @@ class Connection(HeldWork, asyncio.Protocol):
         "reading_held",
         "server",
         "transport",
+        "unsent",
         "waiter",
     )
 
@@ -128,6 +130,8 @@ class Connection(HeldWork, asyncio.Protocol):
         self.qbuf = 0  # partial_bytes + pending_bytes, as counted in the server's total
         self.obuf = 0  # unsent output, counted while output_backlogged
         self.output_backlogged = False  # between pause_writing and resume_writing
+        # Replies left for the end of the loop's turn (node/turn_replies.py).
+        self.unsent: list[bytes] | None = None
         self.obuf_soft_since_ms = 0  # when obuf went over the soft limit (0: it is not)
         # Not read while replies it is owed wait for a failing disk (node/aof.py).
         self.reading_held = False
@@ -351,59 +355,3 @@ class Connection(HeldWork, asyncio.Protocol):
     def set_authenticated(self, authenticated: bool) -> None:
         self.authenticated = authenticated
         self.parser.authenticated = authenticated
-
-    def write(self, data: bytes) -> None:
-        server = self.server
-        if server.reply_gate is not None:
-            # appendfsync always: sent once what came before it is on disk (node/aof.py).
-            server.aof.hold(self, data)
-            return
-        self.send(data)
-
-    def send(self, data: bytes) -> None:
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            # A reply is activity too: a consumer just served after a long GETJOB is not idle.
-            self.last_io_ms = self.server.now
-            self.server.stats.net_output_bytes += len(data)
-            transport.write(data)
-            if self.output_backlogged:
-                self.server.output_grew(self)
-
-    def close(self) -> None:
-        """Close after the replies already written have been sent."""
-        self.closed = True
-        if self.server.reply_gate is not None:
-            self.server.aof.hold(self, None)  # after the replies held before it
-            return
-        self.close_now()
-
-    def close_after_error(self) -> None:
-        """Close after a protocol error, so that the client reads the error.
-
-        A plain close with the client's next requests still unread makes the kernel send
-        RST, and a client that pipelined can then lose the replies before the error.
-        Instead: FIN after the replies, drop what still arrives, close when the client
-        does (or LINGER_S later).
-        """
-        self.closed = True
-        transport = self.transport
-        if self.server.reply_gate is not None or transport is None:
-            self.close()
-            return
-        try:
-            transport.write_eof()
-        except (OSError, RuntimeError, NotImplementedError):
-            self.close_now()
-            return
-        asyncio.get_running_loop().call_later(LINGER_S, self.close_now)
-
-    def close_now(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-    def abort(self) -> None:
-        """Close at once, dropping unsent output (a client over a buffer limit)."""
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()

@@ -52,6 +52,7 @@ class HeldWork:
 
         def write(self, data: bytes) -> None: ...
         def send(self, data: bytes) -> None: ...
+        def send_now(self, data: bytes) -> None: ...
 
     # -- requests held back ----------------------------------------------------------------
     def hold(self, request: list[bytes]) -> None:
@@ -107,7 +108,9 @@ class HeldWork:
         CoreEffects._deliver_replies); once nothing is owed, run what waited. One call
         for both: every confirmed ADDJOB comes here."""
         if self.server.reply_gate is None:
-            self.send(data)  # write's usual case, one call less
+            # Now, not at the end of the turn: a batch's replies already leave back to
+            # back, and a client answered early is back in time for the turn's next run.
+            self.send_now(data)
         else:
             self.write(data)
         deferred = self.deferred

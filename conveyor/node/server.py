@@ -36,6 +36,7 @@ from conveyor.node.effects import CoreEffects
 from conveyor.node.event_log import EventLog, EventLogCounters
 from conveyor.node.stats import Stats, rss_bytes
 from conveyor.node.turn_adds import TurnAdds
+from conveyor.node.turn_replies import TurnReplies
 from conveyor.protocol.resp import (
     error,
 )
@@ -91,6 +92,7 @@ class Server(ClientBuffers, JobEventConsumers, CoreEffects):
         self._configure_event_log()
         self.cluster = ClusterDriver(self)
         self.turn_adds = TurnAdds(self)
+        self.turn_replies = TurnReplies(self)
 
     @classmethod
     def from_config(cls, config: Config) -> Server:

@@ -87,18 +87,21 @@ def test_the_first_read_makes_the_parser_with_the_settings_of_that_moment(
     tmp_path: Path,
 ) -> None:
     server = make_server(tmp_path, requirepass="secret")
+    server.loop = asyncio.new_event_loop()  # never run: its turn's end is called below
     conn, transport = connect(server, 10_000)
     assert conn.parser is NO_PARSER
     # Both change (CONFIG SET) before the client's first byte: its parser has the new values.
     server.config.set("proto-max-bulk-len", "2mb")
     server.config.set("requirepass", "")
     conn.data_received(PING)
+    server.turn_replies.flush()  # what the loop does at the end of the turn
     assert transport.written == [b"+PONG\r\n"]
     assert type(conn.parser) is RequestParser
     assert conn.parser.authenticated
     assert conn.parser.max_bulk_bytes == 2 * 1024 * 1024
     conn.connection_lost(None)
     assert server.clients == {}
+    server.loop.close()
 
 
 def test_a_request_held_behind_a_blocked_getjob_makes_the_queue_then_runs(
@@ -116,6 +119,7 @@ def test_a_request_held_behind_a_blocked_getjob_makes_the_queue_then_runs(
         assert consumer.qbuf > 0
         producer, producer_transport = connect(server, 10_001)
         producer.data_received(b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$4\r\nbody\r\n$1\r\n0\r\n")
+        server.turn_replies.flush()  # the end of the turn
         assert producer_transport.written[0].startswith(b"+D-")
         replies = b"".join(consumer_transport.written)
         assert b"body" in replies and replies.endswith(b"+PONG\r\n")

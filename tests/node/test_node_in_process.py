@@ -95,6 +95,8 @@ def test_a_woken_consumer_is_answered_before_the_producer(tmp_path: Path) -> Non
     consumer.data_received(b"GETJOB TIMEOUT 0 FROM q\r\n")
     assert sent == [] and consumer.waiter is not None
     producer.data_received(b"ADDJOB q body 0\r\nPING\r\n")
+    assert sent == []  # replies leave at the end of the loop's turn, in one pass
+    server.turn_replies.flush()
     assert [name for name, _ in sent] == ["consumer", "producer"]
     job_id = sent[1][1].split(b"\r\n")[0][1:]
     assert job_id in sent[0][1] and sent[1][1].endswith(b"+PONG\r\n")

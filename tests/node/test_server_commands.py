@@ -648,6 +648,14 @@ def test_quit(node: NodeProcess, r: redis.Redis) -> None:
     assert debug_jobs(r) == [1, 1]
 
 
+def test_quit_answers_after_the_requests_before_it_in_the_same_read(node: NodeProcess) -> None:
+    with RawClient(node.port) as client:
+        client.send(b"PING x\r\nECHO y\r\nQUIT\r\nPING z\r\n")
+        replies = [client.read_raw() for _ in range(3)]
+        assert replies == [b"$1\r\nx\r\n", b"$1\r\ny\r\n", b"+OK\r\n"]
+        assert client.buffer == b"" and client.is_closed_by_peer()  # PING z never ran
+
+
 def test_quit_through_redis_py(node: NodeProcess) -> None:
     client = strict_client(node)
     try:

@@ -25,6 +25,7 @@ from conveyor.node.config import Config
 from conveyor.node.connection import Connection
 from conveyor.node.server import Server
 from tests.node.test_turns import RecordingTransport as TurnsTransport
+from tests.node.test_turns import end_turn
 
 
 class RecordingTransport(TurnsTransport):
@@ -77,6 +78,7 @@ def test_addjobs_of_one_turn_run_together_at_its_end(tmp_path: Path) -> None:
         assert all(not transport.written for _, transport in clients)
         assert len(server.turn_adds.entries) == 5
         await asyncio.sleep(0)
+        end_turn(server)
         assert server.core.qlen(b"q") == 5
         ids = [replies(transport) for _, transport in clients]
         assert all(len(one) == 1 and one[0].startswith(b"+D-") for one in ids)
@@ -96,6 +98,7 @@ def test_a_second_read_of_the_client_in_the_same_turn_runs_its_addjob_first(
         conn.data_received(ADD)
         other.data_received(ADD)
         conn.data_received(command(b"QLEN", b"q") + command(b"PING"))
+        end_turn(server)
         # The turn ran for both clients before the QLEN, which saw both jobs.
         first, qlen, pong = replies(transport)
         assert first.startswith(b"+D-") and qlen == b":2" and pong == b"+PONG"
@@ -119,6 +122,7 @@ def test_what_follows_the_addjob_in_its_read_comes_after_its_reply(
     async def scenario(server: Server) -> None:
         conn, transport = client(server)
         conn.data_received(ADD + after)
+        end_turn(server)
         first, second = replies(transport)
         assert first.startswith(b"+D-") and second == answer
         assert server.core.qlen(b"q") == 1
@@ -152,6 +156,7 @@ def test_a_client_with_requests_held_runs_its_addjob_behind_them(tmp_path: Path)
         producer, _ = client(server)
         producer.data_received(command(b"ADDJOB", b"other", b"x", b"0", b"REPLICATE", b"1"))
         await asyncio.sleep(0)
+        end_turn(server)
         # The producer's job woke the consumer, whose held ADDJOB then ran.
         got, added = replies(consumer_transport)[-2:]
         assert got == b"x" and added.startswith(b"+D-")
@@ -171,6 +176,7 @@ def test_anything_unusual_goes_through_the_command_table(tmp_path: Path) -> None
         for (conn, _), request in zip(clients, cases, strict=True):
             conn.data_received(request)
         await asyncio.sleep(0)
+        end_turn(server)
         answers = [replies(transport)[0] for _, transport in clients]
         assert answers[0] == b"-ERR wrong number of arguments for 'addjob' command"
         assert answers[1] == b"-ERR REPLICATE must be between 1 and 65535"
@@ -192,6 +198,7 @@ def test_a_planning_bug_runs_the_turn_one_by_one(
         for conn, _ in clients:
             conn.data_received(ADD)
         await asyncio.sleep(0)
+        end_turn(server)
         assert all(replies(transport)[0].startswith(b"+D-") for _, transport in clients)
         assert server.core.qlen(b"q") == 3 and not any(conn.in_turn for conn, _ in clients)
 

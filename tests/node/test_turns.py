@@ -46,6 +46,11 @@ class RecordingTransport:
         pass
 
 
+def end_turn(server: Server) -> None:
+    """What the loop does at the end of a turn: write the replies left for it."""
+    server.turn_replies.flush()
+
+
 def test_a_long_pipeline_runs_a_turn_at_a_time(tmp_path: Path) -> None:
     config = Config()
     config.set("dir", str(tmp_path))
@@ -58,10 +63,14 @@ def test_a_long_pipeline_runs_a_turn_at_a_time(tmp_path: Path) -> None:
         transport = RecordingTransport()
         conn.connection_made(transport)  # type: ignore[arg-type]
         conn.data_received(b"*1\r\n$4\r\nPING\r\n" * requests)
+        # The replies wait for the end of the turn, and leave in one write.
+        assert transport.written == [] and conn.unsent is not None
+        end_turn(server)
         # First turn only: the rest waits, and the client is not read meanwhile.
         assert b"".join(transport.written).count(b"+PONG") == TURN_REQUESTS
-        assert not transport.reading
+        assert len(transport.written) == 1 and not transport.reading
         await asyncio.sleep(0)  # one turn of the loop: another client could run here
+        end_turn(server)
         assert b"".join(transport.written).count(b"+PONG") == 2 * TURN_REQUESTS
         for _ in range(3):
             await asyncio.sleep(0)
@@ -69,6 +78,7 @@ def test_a_long_pipeline_runs_a_turn_at_a_time(tmp_path: Path) -> None:
         assert transport.reading and transport.pauses == 1
         # The stream goes on normally afterwards.
         conn.data_received(b"PING\r\n")
+        end_turn(server)
         assert transport.written[-1] == b"+PONG\r\n"
 
     asyncio.run(scenario())
