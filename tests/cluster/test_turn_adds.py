@@ -140,3 +140,24 @@ def test_a_turn_into_a_queue_that_exists_answers_every_client(
     for job_id, request in zip(ids, requests, strict=True):
         shown = show(origin, job_id)  # type: ignore[arg-type]
         assert shown is not None and shown[b"body"] == request[2].encode()
+
+
+def test_quit_behind_synchronous_addjobs_answers_them_first(three: list[NodeProcess]) -> None:
+    """QUIT waits behind ADDJOBs whose replies wait for their copies, then closes: every
+    reply comes first, in order, and what follows QUIT never runs."""
+    origin = three[0]
+    adds = [("ADDJOB", "quitq", f"j{n}", "5000", "REPLICATE", "3") for n in range(3)]
+    after = ("ADDJOB", "quitq", "never", "0")
+    reader = hiredis.Reader()
+    replies: list[object] = []
+    with socket.create_connection(("127.0.0.1", origin.port), timeout=30) as sock:
+        sock.sendall(b"".join(_encode(request) for request in [*adds, ("QUIT",), after]))
+        while data := sock.recv(4096):  # until the node closes
+            reader.feed(data)
+            while (reply := reader.gets()) is not False:
+                replies.append(reply)
+    assert len(replies) == 4 and replies[3] == b"OK"
+    for job_id in replies[:3]:
+        assert isinstance(job_id, bytes) and JOB_ID.match(job_id)
+        assert sum(show(node, job_id) is not None for node in three) == 3
+    assert origin.client().execute_command("QLEN", "quitq") == 3
