@@ -22,10 +22,13 @@ if TYPE_CHECKING:
     from conveyor.node.server import Server
 
 # Copies one read left that are written in the middle of it, after a synchronous ADDJOB
-# (send_if_many): 32 ADDJOBs' REPLJOBs to two nodes. A -P 16 read (32 copies) waits for
+# (send_if_many): 128 ADDJOBs' REPLJOBs to two nodes. A -P 16 read (32 copies) waits for
 # the end of the turn: sending it mid-read cost 20 % more CPU for the same jobs/s
-# (docs/performance.md, 2026-11-27).
-MID_READ_ACTIONS = 64
+# (docs/performance.md, 2026-11-27). Each mid-read send wakes the other nodes, which
+# costs the sender 19-40 us and the woken node more on a VM (sixteenth look): from 64
+# (32 jobs) to 256, one pipelined connection's three nodes spent 21-24 us a job
+# instead of 31-32, and it added 33.7k-35.9k jobs/s instead of 29.2k-32.1k.
+MID_READ_ACTIONS = 256
 # Pending messages (copies counted one per job and node) written at the end of a read
 # rather than of the loop's turn: bounds a frame when thousands of clients add jobs in
 # one turn (~1 MB of 100-byte jobs to each of two nodes).

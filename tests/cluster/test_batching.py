@@ -22,6 +22,7 @@ from conveyor.cluster.messages import (
     SetAck,
 )
 from conveyor.core.codec import JobRecord
+from conveyor.node.send_policy import MID_READ_ACTIONS
 from tests.cluster.test_cluster_nodes import form, wait_for
 from tests.cluster.test_replication import holders
 from tests.servers import NodeProcess
@@ -139,17 +140,18 @@ def test_a_long_pipeline_of_synchronous_adds_is_copied_while_it_is_read(
     tmp_path: Path, cluster: list[NodeProcess]
 ) -> None:
     """The copies of the first jobs leave before the rest of the read is parsed (every
-    MID_READ_ACTIONS copies: 32 jobs to two nodes), so the other nodes work alongside
-    this one: in one read, 200 ADDJOBs once went as one REPLJOB per node (2 messages)."""
+    MID_READ_ACTIONS copies: 128 jobs to two nodes), so the other nodes work alongside
+    this one: in one read, 300 ADDJOBs once went as one REPLJOB per node (2 messages)."""
     form(tmp_path, cluster, 3)
     wait_for(lambda: reachable(cluster[0]) == 2, "links from the first node up")
     before = messages_sent(cluster[0])
     pipe = cluster[0].client().pipeline(transaction=False)
-    for n in range(200):
+    for n in range(300):
         pipe.execute_command("ADDJOB", "q", f"job {n}", "5000", "REPLICATE", "3")
     job_ids = pipe.execute()
     sent = messages_sent(cluster[0]) - before
-    assert 2 * (200 // 32) <= sent < 200, sent  # to each node, at least every 32 jobs
+    every = MID_READ_ACTIONS // 2  # jobs: their copies to two nodes
+    assert 2 * (300 // every + 1) <= sent < 300, sent  # to each node: every `every`, the rest
     for job_id in job_ids[::20]:
         assert holders(cluster, job_id) == 3
 
