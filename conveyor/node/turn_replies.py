@@ -26,11 +26,14 @@ next turn, which at -P 1 is the cluster's throughput.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from conveyor.node.connection import Connection
     from conveyor.node.server import Server
+
+log = logging.getLogger("conveyor.node")
 
 
 class TurnReplies:
@@ -59,4 +62,10 @@ class TurnReplies:
             return
         self.connections = []
         for conn in connections:
-            conn.write_unsent()
+            try:
+                conn.write_unsent()
+            except Exception:
+                # Not one client's failure may strand the others' replies: a connection
+                # left with bytes unsent is never named here again, and would hang.
+                log.exception("writing the replies of client %s failed: closing it", conn.id)
+                conn.abort()

@@ -16,6 +16,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conveyor.node.config import Config
 from conveyor.node.connection import Connection
 from conveyor.node.server import Server
@@ -137,3 +139,27 @@ def test_a_client_gone_before_the_turn_ends_costs_nothing(tmp_path: Path) -> Non
         assert server.clients == {} and server.client_buffer_bytes() == 0
 
     with_server(tmp_path, scenario)
+
+
+def test_a_write_that_fails_closes_that_client_and_strands_no_other(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario(server: Server) -> None:
+        log: list[tuple[str, bytes]] = []
+        broken, fine = client(server, log, "broken"), client(server, log, "fine")
+
+        def fail(data: bytes) -> None:
+            raise OSError("planted")
+
+        broken.transport.write = fail  # type: ignore[union-attr]
+        broken.data_received(b"PING\r\n")
+        fine.data_received(b"PING\r\n")
+        await asyncio.sleep(0)
+        assert log == [("fine", b"+PONG\r\n")] and broken.closed
+        assert nothing_kept(server, broken, fine)
+        fine.data_received(b"PING again\r\n")  # the next turn still writes
+        await asyncio.sleep(0)
+        assert log[-1] == ("fine", b"$5\r\nagain\r\n")
+
+    with_server(tmp_path, scenario)
+    assert "writing the replies of client" in caplog.text and "planted" in caplog.text
