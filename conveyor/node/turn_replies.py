@@ -39,27 +39,28 @@ log = logging.getLogger("conveyor.node")
 class TurnReplies:
     """The connections with replies waiting for the end of this turn, in order."""
 
-    __slots__ = ("connections", "scheduled", "server")
+    __slots__ = ("connections", "server")
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        # Not empty exactly while a flush is scheduled: the first of a turn schedules it.
         self.connections: list[Connection] = []
-        self.scheduled = False
+
+    @property
+    def scheduled(self) -> bool:
+        return bool(self.connections)
 
     def owe(self, conn: Connection) -> None:
         """`conn` has its first unsent bytes of the turn: write them at its end."""
-        self.connections.append(conn)
-        if not self.scheduled:
-            self.scheduled = True
+        connections = self.connections
+        if not connections:
             # The server's loop: get_running_loop() makes a getpid() system call (3.11).
             (self.server.loop or asyncio.get_running_loop()).call_soon(self.flush)
+        connections.append(conn)
 
     def flush(self) -> None:
         """Write every connection's unsent bytes, one write each."""
-        self.scheduled = False
         connections = self.connections
-        if not connections:
-            return
         self.connections = []
         for conn in connections:
             try:

@@ -44,17 +44,28 @@ def command(*args: bytes) -> bytes:
 ADD = command(b"ADDJOB", b"q", b"body", b"0", b"REPLICATE", b"1")
 
 
-def in_cluster(tmp_path: Path, scenario: Callable[[Server], Coroutine[Any, Any, None]]) -> None:
+Scenario = Callable[[Server], Coroutine[Any, Any, None]]
+
+
+def with_server(tmp_path: Path, scenario: Scenario) -> None:
+    """Run `scenario` on a fresh in-process server inside a running loop."""
     config = Config()
     config.set("dir", str(tmp_path))
     server = Server(config, "e" * 40, b"e" * 20, random.Random(1))
 
     async def run() -> None:
         server.loop = asyncio.get_running_loop()
-        server.core.set_cluster_view(2, 2)
         await scenario(server)
 
     asyncio.run(run())
+
+
+def in_cluster(tmp_path: Path, scenario: Scenario) -> None:
+    async def clustered(server: Server) -> None:
+        server.core.set_cluster_view(2, 2)
+        await scenario(server)
+
+    with_server(tmp_path, clustered)
 
 
 def client(server: Server) -> tuple[Connection, RecordingTransport]:

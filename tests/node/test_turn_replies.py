@@ -11,29 +11,13 @@ timed; the real loop runs it with call_soon (every other node test).
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from conveyor.node.config import Config
 from conveyor.node.connection import Connection
 from conveyor.node.server import Server
-from tests.node.test_turn_adds import RecordingTransport
-
-
-def with_server(tmp_path: Path, scenario: Callable[[Server], Coroutine[Any, Any, None]]) -> None:
-    config = Config()
-    config.set("dir", str(tmp_path))
-    server = Server(config, "f" * 40, b"f" * 20, random.Random(1))
-
-    async def run() -> None:
-        server.loop = asyncio.get_running_loop()
-        await scenario(server)
-
-    asyncio.run(run())
+from tests.node.test_turn_adds import RecordingTransport, with_server
 
 
 def client(server: Server, log: list[tuple[str, bytes]], name: str) -> Connection:
