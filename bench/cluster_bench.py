@@ -3,7 +3,10 @@
 Phases (`--only` takes their names, comma-separated):
 - `throughput`: redis-benchmark (50 clients, 100-byte bodies) of ADDJOB REPLICATE 3
   synchronous at -P 1 and -P 16, ADDJOB ASYNC at -P 16, and one connection pipelining
-  synchronous ADDJOBs (batches of 100); the same commands on a lone node with REPLICATE 1
+  synchronous ADDJOBs by batches of 100, twice: from redis-py (`1 conn pipelined`, a
+  batch built, sent and read before the next, ~11 µs of the client's CPU a job) and from
+  redis-benchmark -c 1 -P 100 (`1 conn -P 100`, the same pattern from a C client, as the
+  other columns are); the same commands on a lone node with REPLICATE 1
   for comparison; with DISQUE_SERVER set, the same on a 3-node C Disque cluster; and
   the same on the Python floor (bench/floor_node.py: three processes that only move the
   bytes, what Python, uvloop and the sockets cost with no node logic). Each figure in
@@ -199,6 +202,7 @@ def columns_for(nodes: list[Node], repl: int, quick: bool) -> Columns:
         "sync -P 16": (n, lambda: redis_benchmark(port, n, 16, *add)),
         "async -P 16": (n, lambda: redis_benchmark(port, n, 16, *add, b"ASYNC")),
         "1 conn pipelined": (n // 10, lambda: pipelined_one_connection(port, n // 10, repl)),
+        "1 conn -P 100": (n // 10, lambda: redis_benchmark(port, n // 10, 100, *add, clients=1)),
     }
 
 

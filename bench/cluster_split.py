@@ -2,7 +2,8 @@
 
 `bench/cluster_bench.py` gives the cluster's jobs/s and the CPU all its nodes spent; this
 splits that CPU by process for each of its columns (sync -P 1, sync -P 16, async -P 16,
-one pipelined connection), on Conveyor and, with DISQUE_SERVER set, on C Disque:
+one pipelined connection from redis-py and from redis-benchmark), on Conveyor and, with
+DISQUE_SERVER set, on C Disque:
 
 - user and system CPU µs a job (/proc/<pid>/stat);
 - `run` and `wait`: µs a job on a CPU and waiting for one (/proc/<pid>/schedstat, the

@@ -123,9 +123,11 @@ def disque_node(workdir: Path, binary: str) -> Iterator[tuple[int, subprocess.Po
 _RPS = re.compile(rb"([0-9.]+) requests per second")
 
 
-def redis_benchmark(port: int, requests: int, pipeline: int, *command: bytes) -> float:
+def redis_benchmark(
+    port: int, requests: int, pipeline: int, *command: bytes, clients: int = BENCH_CLIENTS
+) -> float:
     output = subprocess.run(
-        ["redis-benchmark", "-p", str(port), "-c", str(BENCH_CLIENTS), "-n", str(requests),
+        ["redis-benchmark", "-p", str(port), "-c", str(clients), "-n", str(requests),
          "-P", str(pipeline), "-q", *command],
         capture_output=True,
         timeout=300,
