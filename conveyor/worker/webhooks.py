@@ -69,9 +69,11 @@ class WebhookSender:
             if len(self._heap) >= MAX_PENDING:
                 log.warning("webhook to %s dropped: %d already pending", url, MAX_PENDING)
                 return False
+            # Recorded before the sender can see it: written after, this "not delivered
+            # yet" could land over the sender's "delivered", and stay there for good.
+            _record(delivery, delivered=False, gave_up=False)
             heapq.heappush(self._heap, (time.monotonic(), next(self._order), delivery))
             self._cond.notify()
-        _record(delivery, delivered=False, gave_up=False)
         return True
 
     def pending(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,11 +15,12 @@ from typing import Any
 import pytest
 
 from conveyor.client import Client
+from conveyor.worker import webhooks
 from conveyor.worker.attachments import FetchError, fetch
 from conveyor.worker.envelope import Attachment, Envelope, EnvelopeError
 from conveyor.worker.queuedir import QueueConfig
 from conveyor.worker.service import add_message
-from conveyor.worker.webhooks import check_url
+from conveyor.worker.webhooks import WebhookSender, check_url
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
 
 
@@ -129,6 +131,34 @@ def test_webhook_attempts_are_bounded(
     )
     assert record["attempts"] == 3 and not record["delivered"]
     assert len(hook.posts) == 3
+
+
+def test_a_fast_delivery_is_not_recorded_as_pending_after_it(
+    tmp_path: Path, recorder_factory: Callable[..., Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The submitting thread's first record ("not delivered yet") must never land after
+    the sender's "delivered": here it is slowed well past a local POST, so any order in
+    which the sender can take the delivery before that record is written shows up."""
+    hook = recorder_factory([200])
+    record_now = webhooks._record
+
+    def slow_first_record(delivery: webhooks.Delivery, **state: bool) -> None:
+        if delivery.attempts == 0:
+            time.sleep(0.3)
+        record_now(delivery, **state)
+
+    monkeypatch.setattr(webhooks, "_record", slow_first_record)
+    sender = WebhookSender(attempts=3, backoff=0.05)
+    try:
+        assert sender.submit(f"{hook.url}/hook", {"id": "x"}, tmp_path)
+        record = wait_for(
+            lambda: (doc := webhook_record(tmp_path / "webhook.json")) and doc["delivered"] and doc,
+            what="the webhook recorded as delivered",
+        )
+    finally:
+        sender.close(2.0)
+    assert record["attempts"] == 1 and hook.posts == [{"id": "x"}]
+    assert webhook_record(tmp_path / "webhook.json") == record  # and it stays so
 
 
 def test_webhook_urls_are_checked() -> None:
