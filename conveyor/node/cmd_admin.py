@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.node import info as info_module
-from conveyor.node.cmd_client import auth_failed, protected_action_allowed
+from conveyor.node.auth import auth_failed, protected_action_allowed
 from conveyor.node.directives import DIRECTIVES, PATH_DIRECTIVES, ConfigError
 from conveyor.node.parsing import SYNTAX, parse_int
 from conveyor.protocol.resp import (

@@ -10,11 +10,10 @@ the connection to RESP3. CLIENT follows Redis 7.2+: same replies, same error tex
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 from typing import TYPE_CHECKING
 
 from conveyor import __version__
+from conveyor.node.auth import DEFAULT_USER, auth_failed, password_ok
 from conveyor.node.parsing import SYNTAX, parse_int
 from conveyor.protocol.resp import (
     OK,
@@ -41,70 +40,6 @@ HELLO_NOAUTH = (
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
 NOPROTO = "NOPROTO unsupported protocol version"
 BAD_NAME = "ERR Client names cannot contain spaces, newlines or special characters."
-# The only user there is: Redis' `default`, whose password is `requirepass` (no password
-# at all when it is empty: Redis' `nopass` default user then accepts any).
-DEFAULT_USER = b"default"
-
-
-# -- guards (docs/security.md) ---------------------------------------------------------------
-def is_local_client(server: Server, conn: Connection) -> bool:
-    """A client on a loopback address (127.0.0.0/8, ::1, ::ffff:127.x) or on the unix
-    socket: what `enable-debug-command local` and `enable-protected-configs local` allow.
-
-    `conn.addr` is `host:port`, or the unix socket's path and `:0` (as CLIENT LIST shows
-    it). Anything else, an empty address included, is not local."""
-    addr = getattr(conn, "addr", "")
-    unixsocket = server.config["unixsocket"]
-    if unixsocket and addr == f"{unixsocket}:0":
-        return True
-    host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        return False
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return (mapped or ip).is_loopback
-
-
-def protected_action_allowed(setting: str, server: Server, conn: Connection) -> bool:
-    """Redis 7's allowProtectedAction: `yes` always, `local` for local clients, `no` never."""
-    return setting == "yes" or (setting == "local" and is_local_client(server, conn))
-
-
-# Failed AUTH (and HELLO ... AUTH) attempts one connection may make: the one that reaches
-# it is answered with TOO_MANY_AUTH_FAILURES and the connection is closed, along with
-# anything pipelined behind it. A guesser pays a new TCP connection per 10 guesses and
-# the event loop never waits; INFO `acl_access_denied_auth` counts every failure.
-AUTH_MAX_FAILURES = 10
-TOO_MANY_AUTH_FAILURES = (
-    "ERR too many failed authentication attempts on this connection, closing it"
-)
-
-
-def auth_failed(server: Server, conn: Connection, message: str) -> bytes:
-    """Count one failed authentication of `conn`; the reply to send (`message`, or the
-    cut-off once the connection reaches AUTH_MAX_FAILURES)."""
-    server.stats.acl_access_denied_auth += 1
-    conn.auth_failures += 1
-    if conn.auth_failures >= AUTH_MAX_FAILURES:
-        _close_after_reply(conn)
-        return error(TOO_MANY_AUTH_FAILURES)
-    return error(message)
-
-
-def _close_after_reply(conn: Connection) -> None:
-    """Close once the replies of this read are written; run nothing pipelined behind.
-
-    `closed` stops the connection's request loop at once (it breaks when the flag is
-    set) while its transport stays open for the replies; the close itself follows on the
-    next turn of the event loop, as Redis' CLIENT_CLOSE_AFTER_REPLY."""
-    conn.closed = True
-    try:
-        asyncio.get_running_loop().call_soon(conn.close)
-    except RuntimeError:  # no event loop (a handler driven directly)
-        conn.close()
 
 
 def _printable(value: bytes) -> bool:
@@ -139,7 +74,7 @@ def hello(server: Server, conn: Connection, args: list[bytes]) -> bytes:
             option_text = args[index].decode(errors="replace")
             return error(f"ERR Syntax error in HELLO option '{option_text}'")
     if credentials is not None:
-        if not _password_ok(server, *credentials):
+        if not password_ok(server, *credentials):
             # A failed AUTH leaves the connection as it was; it counts as a failure.
             return auth_failed(server, conn, WRONGPASS)
         conn.set_authenticated(True)
@@ -175,15 +110,6 @@ def _disque_hello(server: Server, conn: Connection) -> bytes:
         priority = str(node.hello_priority()).encode()
         entries.append([node.name, node.ip.encode(), str(node.port).encode(), priority])
     return encode(entries)
-
-
-def _password_ok(server: Server, user: bytes, password: bytes) -> bool:
-    if user != DEFAULT_USER:
-        return False
-    required = server.config["requirepass"]
-    if not required:
-        return True  # the default user has no password: any is accepted, as in Redis
-    return hmac.compare_digest(password, required.encode())
 
 
 # -- CLIENT ---------------------------------------------------------------------------------

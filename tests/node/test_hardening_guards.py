@@ -29,7 +29,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conveyor.node.cmd_client import (
+from conveyor.node.auth import (
     AUTH_MAX_FAILURES,
     TOO_MANY_AUTH_FAILURES,
     is_local_client,
