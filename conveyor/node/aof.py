@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +35,6 @@ from conveyor.persistence.records import RecordEncoder
 from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
-    from conveyor.node.commands import Command
     from conveyor.node.connection import Connection
     from conveyor.node.server import Server
 
@@ -51,20 +47,6 @@ RETRY_S = 0.1
 LOADING_ERROR = error("LOADING Disque is loading the dataset in memory")
 
 Held = tuple["Connection", "bytes | None"]  # a reply, or None: close after the replies
-
-
-def gated_table(
-    table: dict[bytes, Command], applies: Callable[[Command], bool], reply: bytes
-) -> dict[bytes, Command]:
-    """A copy of a command table where the commands `applies` picks answer `reply`."""
-
-    def refuse(*_args: object) -> bytes:
-        return reply
-
-    gated: dict[bytes, Command] = {}
-    for name, command in table.items():
-        gated[name] = replace(command, handler=refuse) if applies(command) else command
-    return gated
 
 
 class AofDriver(RewriteMixin):
@@ -378,49 +360,3 @@ class AofDriver(RewriteMixin):
             self._sync_thread.stop()
             self._sync_thread = None
         self._rewrite_executor.shutdown(wait=True)
-
-    def info(self) -> dict[str, object]:
-        fields: dict[str, object] = {
-            "loading": int(self.loading),
-            "aof_enabled": int(self.live is not None or self.rewrite_becomes_live),
-            "aof_state": self._state_name(),
-            "aof_rewrite_in_progress": int(self.rewrite is not None),
-            "aof_rewrite_scheduled": int(self.rewrite_scheduled),
-            "aof_last_rewrite_time_sec": self.last_rewrite_time_s,
-            "aof_current_rewrite_time_sec": (
-                int(time.time()) - self.rewrite_started_s if self.rewrite is not None else -1
-            ),
-            "aof_last_bgrewrite_status": "ok" if self.last_bgrewrite_ok else "err",
-            "aof_last_write_status": "err" if self.failed else "ok",
-        }
-        if self.live is not None:
-            fields.update(
-                aof_current_size=self.live.size,
-                aof_base_size=self.base_size,
-                aof_pending_rewrite=int(self.rewrite_scheduled),
-                aof_buffer_length=self.live.pending_bytes,
-                aof_rewrite_buffer_length=self.rewrite.file.pending_bytes if self.rewrite else 0,
-                aof_pending_bio_fsync=int(self.sync_inflight),
-                aof_delayed_fsync=self.delayed_fsync,
-            )
-        if self.loading and self.load_stats is not None:
-            stats = self.load_stats
-            elapsed = max(int(time.time()) - self.loading_start_s, 0)
-            remaining = stats.total_bytes - stats.loaded_bytes
-            fields.update(
-                loading_start_time=self.loading_start_s,
-                loading_total_bytes=stats.total_bytes,
-                loading_loaded_bytes=stats.loaded_bytes,
-                loading_loaded_perc=f"{100 * stats.loaded_bytes / max(stats.total_bytes, 1):.2f}",
-                loading_eta_seconds=(
-                    elapsed * remaining // stats.loaded_bytes
-                    if elapsed and stats.loaded_bytes
-                    else 1
-                ),
-            )
-        return fields
-
-    def _state_name(self) -> str:
-        if self.live is not None:
-            return "on"
-        return "wait_rewrite" if self.rewrite_becomes_live else "off"

@@ -97,3 +97,17 @@ def build_table(renamed: dict[str, str]) -> dict[bytes, Command]:
             table[name.lower().encode()] = command
             table[name.upper().encode()] = command
     return table
+
+
+def gated_table(
+    table: dict[bytes, Command], applies: Callable[[Command], bool], reply: bytes
+) -> dict[bytes, Command]:
+    """A copy of a command table where the commands `applies` picks answer `reply`."""
+
+    def refuse(*_args: object) -> bytes:
+        return reply
+
+    gated: dict[bytes, Command] = {}
+    for name, command in table.items():
+        gated[name] = replace(command, handler=refuse) if applies(command) else command
+    return gated

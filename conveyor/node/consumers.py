@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from conveyor.node.aof import LOADING_ERROR, gated_table
+from conveyor.node.aof import LOADING_ERROR
+from conveyor.node.commands import gated_table
 from conveyor.node.connection import now_ms
 from conveyor.node.directives import ConfigError
 from conveyor.node.event_log import EventLog

@@ -6,12 +6,15 @@ import os
 import platform
 import resource
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from conveyor import __version__, compiled
 
 if TYPE_CHECKING:
+    from conveyor.node.aof import AofDriver
     from conveyor.node.context import NodeContext as Server
+    from conveyor.persistence.loader import LoadStats
 
 DEFAULT_SECTIONS = (
     "server", "clients", "memory", "jobs", "queues", "persistence", "eventlog", "stats", "cpu",
@@ -109,7 +112,55 @@ def _queues(server: Server) -> dict[str, object]:
 
 
 def _persistence(server: Server) -> dict[str, object]:
-    return server.aof.info()
+    aof = server.aof
+    rewrite = aof.rewrite
+    fields: dict[str, object] = {
+        "loading": int(aof.loading),
+        "aof_enabled": int(aof.live is not None or aof.rewrite_becomes_live),
+        "aof_state": _aof_state(aof),
+        "aof_rewrite_in_progress": int(rewrite is not None),
+        "aof_rewrite_scheduled": int(aof.rewrite_scheduled),
+        "aof_last_rewrite_time_sec": aof.last_rewrite_time_s,
+        "aof_current_rewrite_time_sec": (
+            int(time.time()) - aof.rewrite_started_s if rewrite is not None else -1
+        ),
+        "aof_last_bgrewrite_status": "ok" if aof.last_bgrewrite_ok else "err",
+        "aof_last_write_status": "err" if aof.failed else "ok",
+    }
+    if aof.live is not None:
+        fields.update(
+            aof_current_size=aof.live.size,
+            aof_base_size=aof.base_size,
+            aof_pending_rewrite=int(aof.rewrite_scheduled),
+            aof_buffer_length=aof.live.pending_bytes,
+            aof_rewrite_buffer_length=rewrite.file.pending_bytes if rewrite else 0,
+            aof_pending_bio_fsync=int(aof.sync_inflight),
+            aof_delayed_fsync=aof.delayed_fsync,
+        )
+    if aof.loading and aof.load_stats is not None:
+        fields.update(_loading(aof.loading_start_s, aof.load_stats))
+    return fields
+
+
+def _aof_state(aof: AofDriver) -> str:
+    if aof.live is not None:
+        return "on"
+    return "wait_rewrite" if aof.rewrite_becomes_live else "off"
+
+
+def _loading(started_s: int, stats: LoadStats) -> dict[str, object]:
+    """Redis' loading_* fields, while the AOF loads at start."""
+    elapsed = max(int(time.time()) - started_s, 0)
+    remaining = stats.total_bytes - stats.loaded_bytes
+    return {
+        "loading_start_time": started_s,
+        "loading_total_bytes": stats.total_bytes,
+        "loading_loaded_bytes": stats.loaded_bytes,
+        "loading_loaded_perc": f"{100 * stats.loaded_bytes / max(stats.total_bytes, 1):.2f}",
+        "loading_eta_seconds": (
+            elapsed * remaining // stats.loaded_bytes if elapsed and stats.loaded_bytes else 1
+        ),
+    }
 
 
 def _eventlog(server: Server) -> dict[str, object]:
