@@ -3,6 +3,7 @@ delete one or all), and a queue's schedules with their next run and "run now".""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -18,6 +19,9 @@ from conveyor.worker.queuedir import QueueConfig
 
 router = APIRouter()
 BULK_MAX = 1000  # messages one "all" action touches; call again for more
+# One console process serves the API (make run, `conveyor web`): a lock is enough to make
+# bulk re-runs take turns.
+_RERUNS = threading.Lock()
 
 
 def _configs(c: Console, queue: str | None) -> list[QueueConfig]:
@@ -66,15 +70,17 @@ def _targets(c: Console, action: schemas.ErrorAction) -> list[tuple[QueueConfig,
 
 def rerun_errors(c: Console, action: schemas.ErrorAction, who: Any) -> int:
     """Each message re-run as a new one; the old one moves to done, so a second click
-    never runs it twice."""
+    never runs it twice. Bulk re-runs take turns (_RERUNS): two at once (a double
+    click, two operators) would both find a message still in err and run it twice."""
     count = 0
-    for config, msg_id in _targets(c, action):
-        found = workdirs.find(config, msg_id)
-        if found is None or found[0] != "err":
-            continue
-        new_id = rerun(c, config.name, msg_id, who)
-        workdirs.move(config, msg_id, "done", f"re-run as {new_id} by {who.name}")
-        count += 1
+    with _RERUNS:
+        for config, msg_id in _targets(c, action):
+            found = workdirs.find(config, msg_id)
+            if found is None or found[0] != "err":
+                continue
+            new_id = rerun(c, config.name, msg_id, who)
+            workdirs.move(config, msg_id, "done", f"re-run as {new_id} by {who.name}")
+            count += 1
     return count
 
 

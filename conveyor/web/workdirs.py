@@ -275,7 +275,8 @@ def move(config: QueueConfig, msg_id: str, to: str, text: str) -> str:
         raise LookupError(msg_id)
     if found[0] not in FINISHED or to not in FINISHED:
         raise ValueError(f"only finished messages move, between {', '.join(FINISHED)}")
-    MessageStore(config.directory).move(found[1], to, text)
+    if found[0] != to:  # a move to where it is already (a second click) changes nothing
+        MessageStore(config.directory).move(found[1], to, text)
     return to
 
 

@@ -214,6 +214,8 @@ class MessageStore:
         # message in its new state's folder must never read the old state's status.
         target = self.root / state / path.name
         self.set_status(path, state, text, **extra)
+        if target == path:  # already there: removing the "older copy" would remove it
+            return target
         if target.exists():
             shutil.rmtree(target)  # an older copy (a message run twice): the new one wins
         os.replace(path, target)

@@ -161,6 +161,9 @@ def test_rq_routes_and_messages(
     moved = api.post(f"/queues/jobs/messages/{failed['id']}/move", json={"to": "done"})
     assert moved.json()["state"] == "done"
     assert "moved to done" in api.get(f"/queues/jobs/messages/{failed['id']}").json()["status"]
+    again = api.post(f"/queues/jobs/messages/{failed['id']}/move", json={"to": "done"})
+    assert again.status_code == 200 and again.json()["state"] == "done"  # and still there:
+    assert "moved to done" in api.get(f"/queues/jobs/messages/{failed['id']}").json()["status"]
     _error(api.post(f"/queues/jobs/messages/{failed['id']}/move", json={"to": "que"}), 422)
     assert api.delete(f"/queues/jobs/messages/{failed['id']}").json() == {"count": 1}
     _error(api.get(f"/queues/jobs/messages/{failed['id']}"), 404, "no_message")

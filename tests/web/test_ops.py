@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,11 @@ def _wait_err(api: httpx.Client, marker: str) -> str:
     return str(msg_id)
 
 
+def _rerun_count(api: httpx.Client, msg_id: str) -> int:
+    response = api.post("/errors/rerun", json={"queue": "jobs", "ids": [msg_id]})
+    return int(response.json()["count"])
+
+
 def test_errors_search_rerun_and_delete(api: httpx.Client, worker: Background) -> None:
     first, second = _wait_err(api, "bulk-a"), _wait_err(api, "bulk-b")
     found = api.get("/errors", params={"search": "bulk-a"}).json()
@@ -70,6 +76,11 @@ def test_errors_search_rerun_and_delete(api: httpx.Client, worker: Background) -
     moved = api.get(f"/queues/jobs/messages/{first}").json()
     assert moved["state"] == "done" and "re-run as D-" in moved["status"]
     assert api.post("/errors/rerun", json={"queue": "jobs", "ids": [first]}).json() == {"count": 0}
+    # Bulk re-runs at once (a double click, two operators) run a message once.
+    raced = _wait_err(api, "bulk-c")
+    with ThreadPoolExecutor(4) as pool:
+        counts = list(pool.map(lambda _: _rerun_count(api, raced), range(4)))
+    assert sum(counts) == 1, counts
     # The re-run fails again by design; then "delete all" of the queue takes both.
     wait_for(lambda: api.get("/errors", params={"search": "bulk-a"}).json()["total"] == 1, "rerun")
     deleted = api.post("/errors/delete", json={"queue": "jobs", "ids": None}).json()["count"]

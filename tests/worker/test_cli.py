@@ -90,6 +90,16 @@ def test_config_validation_and_cleaner(tmp_path: Path) -> None:
     assert store.status("D-3") is not None and store.status("D-1") is None
 
 
+def test_a_move_to_where_the_message_is_keeps_it(tmp_path: Path) -> None:
+    store = MessageStore(tmp_path)
+    path = store.move(store.enter_run("D-here", {"id": "D-here"}), "done", "ok")
+    # Once taken for an older copy in the way: removed, then nothing left to move.
+    assert store.move(path, "done", "moved to done again") == path
+    assert json.loads((path / "msg.json").read_text()) == {"id": "D-here"}
+    assert store.status("D-here") is not None
+    assert json.loads((path / "status.json").read_text())["status"] == "moved to done again"
+
+
 def test_rerun_an_err_message(node: NodeProcess, tmp_path: Path) -> None:
     (tmp_path / "q").mkdir()
     (tmp_path / "q" / "config.json").write_text('{"name": "rq_rerun", "script": "/bin/true"}')
