@@ -74,6 +74,9 @@ class TaskWorker:
         self.stopping = threading.Event()
         self.stop_deadline = float("inf")
         self._held: dict[str, float] = {}  # job ID -> when it was last fetched or beaten
+        # Task threads settle (forget) held jobs while the watchdog beats them: without it
+        # a beat could hold again a job just NACKed, and put it back at once.
+        self._held_lock = threading.Lock()
         # thread id -> (deadline, job, task): what each thread runs, for the watchdog
         self._running: dict[int, tuple[float, Job, Task]] = {}
         # deliveries (see _delivery) given up on while their thread still runs -> _SETTLING,
@@ -105,8 +108,9 @@ class TaskWorker:
 
     def run_batch(self, jobs: list[Job]) -> None:
         now = time.monotonic()
-        for job in jobs:
-            self._held[job.id] = now
+        with self._held_lock:
+            for job in jobs:
+                self._held[job.id] = now
         sync_jobs, async_jobs = [], []
         for job in jobs:
             found = self._task_of(job)
@@ -147,12 +151,13 @@ class TaskWorker:
             with contextlib.suppress(ConveyorError):  # unacked jobs just come back later
                 self.client.ack(*acks)
             for job_id in acks:
-                self._held.pop(job_id, None)
+                self._forget(job_id)
 
     def _put_back(self) -> None:
         """Jobs fetched but not run (a stop came): back in the queue, no retry spent."""
-        left = list(self._held)
-        self._held.clear()
+        with self._held_lock:
+            left = list(self._held)
+            self._held.clear()
         if left:
             with contextlib.suppress(ConveyorError):
                 self.client.enqueue(*left)
@@ -262,7 +267,7 @@ class TaskWorker:
             self.client.nack(job.id, delay=delay)
         except ConveyorError as exc2:
             log.warning("%s: could not settle a failure: %s", job.id, exc2)
-        self._held.pop(job.id, None)
+        self._forget(job.id)
 
     def _dead_letter(self, job: Job, queue: str, error: str) -> None:
         body = {"queue": job.queue, "id": job.id, "body": job.body.decode("utf-8", "replace")}
@@ -272,20 +277,35 @@ class TaskWorker:
             self.client.ack(job.id)  # only once the dead letter exists
         except ConveyorError as exc:
             log.warning("%s: dead-letter failed: %s", job.id, exc)
-        self._held.pop(job.id, None)
+        self._forget(job.id)
         log.warning("%s -> %s: %s", job.id, queue, error)
 
+    def _forget(self, job_id: str) -> None:
+        """A held job settled (acked, NACKed, dead-lettered): no more beats for it."""
+        with self._held_lock:
+            self._held.pop(job_id, None)
+
     # -- watchdog --------------------------------------------------------------------------
+    def _beat(self, now: float, beat_every: float) -> None:
+        """WORKING for each held job not beaten for `beat_every`, so that no node requeues
+        it while it runs. A job settled meanwhile (each WORKING is a round trip) is
+        skipped, never held again."""
+        with self._held_lock:
+            due = [job_id for job_id, since in self._held.items() if now - since >= beat_every]
+        for job_id in due:
+            with self._held_lock:
+                if job_id not in self._held:
+                    continue
+                self._held[job_id] = now
+            with contextlib.suppress(ConveyorError):
+                self.client.working(job_id)
+
     def _watchdog(self) -> None:
         beat_every = max(1.0, min(t.options.retry for t in self.app.tasks.values()) / 3)
         while True:
             time.sleep(0.2)
             now = time.monotonic()
-            for job_id, since in list(self._held.items()):
-                if now - since >= beat_every:
-                    self._held[job_id] = now
-                    with contextlib.suppress(ConveyorError):
-                        self.client.working(job_id)
+            self._beat(now, beat_every)
             stuck: list[tuple[Job, Task]] = []
             with self._lock:  # see _call: a thread is raised into only while listed
                 for thread_id, (deadline, job, task) in self._running.items():

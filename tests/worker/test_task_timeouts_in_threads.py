@@ -112,3 +112,31 @@ def test_a_run_given_up_on_is_settled_before_its_batch_ends(node: NodeProcess) -
         assert len(dead) == 1 and b"abandoned" in dead[0].body
         # Once its thread is back, nothing is kept for the run (one entry per stuck thread).
         wait_for(lambda: not worker.abandoned, timeout=10, what="the run forgotten")
+
+
+def test_a_beat_never_holds_again_a_job_settled_meanwhile(node: NodeProcess) -> None:
+    """The watchdog beats (WORKING) the held jobs one round trip at a time; a job a task
+    thread settles meanwhile (its failure NACKed with a retry delay) must not be held
+    again, or the next batch's put-back would ENQUEUE it at once and skip its delay."""
+    nodes = [f"127.0.0.1:{node.port}"]
+    app = App(nodes, default_queue="beat")
+    app.task(retries=3)(spin_past_timeout)
+    with Client(nodes) as client:
+        for _ in range(2):
+            client.add_job("beat", b"{}")
+        first, second = (job.id for job in client.get_jobs(["beat"], count=2, timeout_ms=5000))
+        worker = TaskWorker(app, client, 1, 2, 5.0)
+        worker._held.update({first: 0.0, second: 0.0})
+        beat = client.working
+
+        def working_while_second_settles(job_id: str) -> int:
+            if job_id == first:  # another thread settles the second job meanwhile
+                client.nack(second, delay=60)
+                worker._forget(second)
+            return beat(job_id)
+
+        client.working = working_while_second_settles  # type: ignore[method-assign]
+        worker._beat(time.monotonic(), beat_every=0.0)
+        assert list(worker._held) == [first]
+        worker._put_back()
+        assert client.qlen("beat") == 1  # the first, put back; the second keeps its delay
