@@ -321,21 +321,21 @@ class QueueRunner:
             self.client.nack(job.id, delay=result.resend_delay)
             self._put_back(running.dups)
         elif result.state in ("done", "relayed"):
-            path = self.store.move(path, result.state, result.text, **extra)
+            self.store.move(path, result.state, result.text, **extra)
             for dup in running.dups:
                 dup_path = self.store.enter_run(dup.id, {"id": dup.id, "queue": self.config.name})
                 self.store.move(dup_path, result.state, f"coalesced into {job.id}")
             self._ack(job.id, *(d.id for d in running.dups))
         else:
-            path = self.store.move(path, "err", result.text, **extra)
+            self.store.move(path, "err", result.text, **extra)
             self._ack(job.id)
             self._put_back(running.dups)
         self.outcomes[result.state] = self.outcomes.get(result.state, 0) + 1
         if result.state != "resend" and running.envelope.webhook:
-            self._notify(running, path, result)
+            self._notify(running, result)
         log.info("%s %s -> %s: %s", self.config.name, job.id, result.state, result.text)
 
-    def _notify(self, running: Running, path: Path, result: ScriptResult) -> None:
+    def _notify(self, running: Running, result: ScriptResult) -> None:
         """The webhook the message asked for: its final state, sent in the background."""
         if self.webhooks is None:
             return
@@ -351,7 +351,7 @@ class QueueRunner:
             "host": os.uname().nodename,
             "finished": time.time(),
         }
-        self.webhooks.submit(running.envelope.webhook, payload, path)
+        self.webhooks.submit(running.envelope.webhook, payload, self.store, running.job.id)
 
     def status(self) -> dict[str, Any]:
         """This queue's part of the worker's record (conveyor.worker.registry)."""

@@ -6,7 +6,8 @@ A failed attempt (a connection error, a timeout, any status but 2xx) is retried 
 `backoff * 2^(n-1)` seconds, capped at MAX_DELAY_S, for at most `attempts` attempts; then it
 is given up. Pending deliveries are bounded (MAX_PENDING): past that a new one is dropped
 with a warning rather than letting a dead endpoint grow the worker's memory. Each attempt's
-outcome is written to `webhook.json` in the message's directory for the console to show.
+outcome is written to `webhook.json` in the message's directory for the console to show; the
+directory is looked up at each write, as an operator may move the message meanwhile.
 """
 
 from __future__ import annotations
@@ -15,21 +16,23 @@ import heapq
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from conveyor.worker.queuedir import MessageStore, _write_json
 
 log = logging.getLogger("conveyor.worker")
 MAX_PENDING = 10_000
 MAX_DELAY_S = 300.0
 TIMEOUT_S = 10.0
 MAX_URL = 2048
+# Lookups of a message that keeps moving while its record is written, before it is let go.
+_LOOKUPS = 5
 
 
 def check_url(url: str) -> str:
@@ -46,7 +49,10 @@ def check_url(url: str) -> str:
 class Delivery:
     url: str
     payload: dict[str, Any]
-    record: Path  # webhook.json beside the message
+    # Where the message is, not its directory at submit: an operator may move it (err ->
+    # done) between attempts, and records written to the old directory would be lost.
+    store: MessageStore
+    job_id: str
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -62,9 +68,10 @@ class WebhookSender:
         self._thread = threading.Thread(target=self._loop, name="webhooks", daemon=True)
         self._thread.start()
 
-    def submit(self, url: str, payload: dict[str, Any], message_dir: Path) -> bool:
-        """Queue a delivery; False (and a warning) when too many are pending."""
-        delivery = Delivery(url, payload, message_dir / "webhook.json")
+    def submit(self, url: str, payload: dict[str, Any], store: MessageStore, job_id: str) -> bool:
+        """Queue a delivery for message `job_id` of `store`; False (and a warning) when too
+        many are pending."""
+        delivery = Delivery(url, payload, store, job_id)
         with self._cond:
             if len(self._heap) >= MAX_PENDING:
                 log.warning("webhook to %s dropped: %d already pending", url, MAX_PENDING)
@@ -146,8 +153,8 @@ def _post(delivery: Delivery) -> str | None:
 
 
 def _record(delivery: Delivery, *, delivered: bool, gave_up: bool) -> None:
-    """webhook.json beside the message; the message may have been moved or deleted by an
-    operator meanwhile, and then there is nothing to write to."""
+    """webhook.json in the message's directory as it is now; an operator may have deleted
+    the message meanwhile, and then there is nothing to write to."""
     doc = {
         "url": delivery.url,
         "attempts": delivery.attempts,
@@ -156,9 +163,14 @@ def _record(delivery: Delivery, *, delivered: bool, gave_up: bool) -> None:
         "errors": delivery.errors,
         "updated": time.time(),
     }
-    tmp = delivery.record.with_name("webhook.json.tmp")
-    try:
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, delivery.record)
-    except OSError:
-        pass
+    for _attempt in range(_LOOKUPS):
+        found = delivery.store.find(delivery.job_id)
+        if found is None:
+            return
+        try:
+            _write_json(found[1] / "webhook.json", doc)
+            return
+        except FileNotFoundError:
+            continue  # moved between the lookup and the write: look again
+        except OSError:
+            return

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from conveyor.client import Client
+from conveyor.web import workdirs
 from conveyor.worker import webhooks
 from conveyor.worker.attachments import FetchError, fetch
 from conveyor.worker.envelope import Attachment, Envelope, EnvelopeError
-from conveyor.worker.queuedir import QueueConfig
+from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.service import add_message
 from conveyor.worker.webhooks import WebhookSender, check_url
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
@@ -26,17 +27,21 @@ from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_stat
 
 class Recorder:
     """An HTTP server: POSTs are recorded and answered with the next status of `statuses`
-    (the last one repeats); GET /file serves `payload`."""
+    (the last one repeats), after `on_post` (if set) is called with the POST's number;
+    GET /file serves `payload`."""
 
     def __init__(self, statuses: list[int], payload: bytes = b"") -> None:
         self.statuses, self.payload = list(statuses), payload
         self.posts: list[dict[str, Any]] = []
+        self.on_post: Callable[[int], None] | None = None
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 recorder.posts.append(json.loads(self.rfile.read(length)))
+                if recorder.on_post is not None:
+                    recorder.on_post(len(recorder.posts))
                 statuses = recorder.statuses
                 status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
                 self.send_response(status)
@@ -148,17 +153,46 @@ def test_a_fast_delivery_is_not_recorded_as_pending_after_it(
         record_now(delivery, **state)
 
     monkeypatch.setattr(webhooks, "_record", slow_first_record)
+    store = MessageStore(tmp_path)
+    record_path = store.move(store.enter_run("J1", {"id": "J1"}), "done", "ok") / "webhook.json"
     sender = WebhookSender(attempts=3, backoff=0.05)
     try:
-        assert sender.submit(f"{hook.url}/hook", {"id": "x"}, tmp_path)
+        assert sender.submit(f"{hook.url}/hook", {"id": "x"}, store, "J1")
         record = wait_for(
-            lambda: (doc := webhook_record(tmp_path / "webhook.json")) and doc["delivered"] and doc,
+            lambda: (doc := webhook_record(record_path)) and doc["delivered"] and doc,
             what="the webhook recorded as delivered",
         )
     finally:
         sender.close(2.0)
     assert record["attempts"] == 1 and hook.posts == [{"id": "x"}]
-    assert webhook_record(tmp_path / "webhook.json") == record  # and it stays so
+    assert webhook_record(record_path) == record  # and it stays so
+
+
+def test_a_message_moved_between_attempts_keeps_its_webhook_record(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess],
+    recorder_factory: Callable[..., Recorder],
+) -> None:  # fmt: skip
+    """An operator moves the failed message (err -> done, from the console) while its first
+    attempt is under way: the later records follow it to done/, where the console reads."""
+    hook = recorder_factory([500, 200])
+    script = write_script(tmp_path / "fails.sh", '#!/bin/bash\necho "err boom" >&$RQ_WRITE\n')
+    config = QueueConfig.load(make_queue(tmp_path, "wh_moved", script, exec_prefix=""))
+    start_worker(str(config.directory), "--webhook-backoff", "0.05")
+    job_id = add_message(client, config, Envelope(webhook=f"{hook.url}/hook"))
+
+    def operator_moves_it(post_number: int) -> None:
+        if post_number == 1:
+            workdirs.move(config, job_id, "done", "fixed by hand")
+
+    hook.on_post = operator_moves_it
+    wait_for(lambda: len(hook.posts) == 2, what="the second attempt")
+    record = wait_for(
+        lambda: (doc := workdirs.message(config, job_id)["webhook"]) and doc["delivered"] and doc,
+        5,
+        "the console to show the webhook delivered",
+    )
+    assert record["attempts"] == 2 and record["errors"] == ["HTTP 500"]
+    assert hook.posts[0]["state"] == "err"
 
 
 def test_webhook_urls_are_checked() -> None:
