@@ -8,10 +8,11 @@ of add-to-deliver latency (from a message's `due_at` to the moment a slot took i
 console reads those files for its workers page and /metrics.
 
 The console asks a worker to go quiet (fetch no more messages, finish the running ones,
-stay alive) or to stop (as on TERM) by writing `quiet` or `stop` into
-`workers/<host>-<pid>.control`; the worker reads it on its next tick and removes it. A
-worker that exits removes its files; one killed outright leaves a file whose `updated` stops
-moving, which the console shows as lost.
+stay alive) or to stop (as on TERM) by putting `quiet` or `stop` into
+`workers/<host>-<pid>.control`; the worker takes it on its next tick. Both sides only ever
+rename that file (the console a whole file into place, the worker the file out of the way),
+so no request is read half-written or lost. A worker that exits removes its files; one killed
+outright leaves a file whose `updated` stops moving, which the console shows as lost.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class Registry:
         for folder in self._dirs:
             folder.mkdir(exist_ok=True)
             _remove_dead(folder)
+            # Left for a dead worker of the same identity (a container's fixed hostname and
+            # pid): not meant for this one.
+            for name in (f"{self.id}.control", f".{self.id}.control.taken"):
+                with contextlib.suppress(OSError):
+                    (folder / name).unlink()
 
     def write(self, queues: list[dict[str, Any]], latency: dict[str, Any]) -> None:
         doc = {
@@ -97,22 +103,32 @@ class Registry:
         """A `quiet` or `stop` request from the console, consumed; None if there is none."""
         found = None
         for folder in self._dirs:
-            path = folder / f"{self.id}.control"
-            try:
-                word = path.read_text().strip()
-            except OSError:
-                continue
-            with contextlib.suppress(OSError):
-                path.unlink()
+            word = _take(folder / f"{self.id}.control", folder / f".{self.id}.control.taken")
             if word in CONTROLS and found != "stop":  # stop outranks quiet
                 found = word
         return found
 
     def remove(self) -> None:
         for folder in self._dirs:
-            for name in (f"{self.id}.json", f"{self.id}.control"):
+            for name in (f"{self.id}.json", f"{self.id}.control", f".{self.id}.control.taken"):
                 with contextlib.suppress(OSError):
                     (folder / name).unlink()
+
+
+def _take(path: Path, taken: Path) -> str | None:
+    """The word in `path`, which is removed. Renamed away before it is read: a request the
+    console puts in place meanwhile is a new file, left for the next tick."""
+    try:
+        os.rename(path, taken)
+    except OSError:
+        return None
+    try:
+        return taken.read_text().strip()
+    except OSError:
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            taken.unlink()
 
 
 def _remove_dead(folder: Path) -> None:
@@ -143,7 +159,11 @@ def request(queue_dir: Path, wid: str, word: str) -> bool:
     folder = queue_dir / WORKERS_DIR
     if "/" in wid or wid.startswith(".") or not (folder / f"{wid}.json").is_file():
         return False
-    (folder / f"{wid}.control").write_text(word)
+    # Written whole under a name of this writer's own, then renamed into place: the worker
+    # never sees it empty (it would take it, and this write would land in a removed file).
+    tmp = folder / f".{wid}.control.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(word)
+    os.replace(tmp, folder / f"{wid}.control")
     return True
 
 
