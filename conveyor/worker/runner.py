@@ -56,6 +56,7 @@ class QueueRunner:
         self.latency = latency or Latency()
         self.active: dict[str, Running] = {}  # job id -> what runs now (the workers page)
         self.outcomes: dict[str, int] = {}  # settled messages by state, since the start
+        self._outcomes_lock = threading.Lock()  # slots settle at once; no count may be lost
         self.store = MessageStore(config.directory)
         self.owner = f"{os.uname().nodename}:{os.getpid()}"
         self._threads: list[threading.Thread] = []
@@ -330,7 +331,8 @@ class QueueRunner:
             self.store.move(path, "err", result.text, **extra)
             self._ack(job.id)
             self._put_back(running.dups)
-        self.outcomes[result.state] = self.outcomes.get(result.state, 0) + 1
+        with self._outcomes_lock:
+            self.outcomes[result.state] = self.outcomes.get(result.state, 0) + 1
         if result.state != "resend" and running.envelope.webhook:
             self._notify(running, result)
         log.info("%s %s -> %s: %s", self.config.name, job.id, result.state, result.text)
@@ -364,8 +366,12 @@ class QueueRunner:
             "slots": self.config.num_workers,
             "busy": len(running),
             "running": running,
-            "outcomes": dict(self.outcomes),
+            "outcomes": self._outcome_counts(),
         }
+
+    def _outcome_counts(self) -> dict[str, int]:
+        with self._outcomes_lock:
+            return dict(self.outcomes)
 
     def _put_back(self, dups: list[Job]) -> None:
         if dups:
