@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +147,12 @@ def create_queue(parent: Path, name: str, script: str, **options: Any) -> Path:
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    # Write then rename, so a reader never sees half a file.
-    tmp = path.with_name(path.name + ".tmp")
+    # Write then rename, so a reader never sees half a file. The temporary name is this
+    # writer's own (process and thread): worker and console both write status.json, and with
+    # a shared name one could rename the other's half-written file into place. Hidden and not
+    # *.json, a crashed writer's leftover is never read as a message file; it goes with its
+    # message's directory (the cleaner, a delete).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(doc))
     os.replace(tmp, path)
 

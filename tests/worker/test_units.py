@@ -3,12 +3,17 @@ forces the interleaving that used to go wrong."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conveyor.client import Client, Job
+from conveyor.web import workdirs
 from conveyor.worker.envelope import Envelope
 from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.runner import QueueRunner, Running
@@ -49,3 +54,63 @@ def test_slots_settling_at_once_lose_no_outcome_count(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert runner.status()["outcomes"] == {"err": slots}
+
+
+def test_worker_and_console_writing_one_status_both_land_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker sets a message's status while the console notes a re-run on it: both have
+    written their temporary file before either renames it into place."""
+    config = QueueConfig.load(make_queue(tmp_path, "statuses", "/bin/true"))
+    store = MessageStore(config.directory)
+    path = store.move(store.enter_run("J1", {}), "err", "boom")
+    real_replace = os.replace
+    both_written = threading.Barrier(2, timeout=5)
+
+    def replace_when_both_wrote(src: Any, dst: Any) -> None:
+        if Path(dst).name == "status.json":
+            both_written.wait()
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_when_both_wrote)
+    failures: list[BaseException] = []
+
+    def run(write: Any) -> None:
+        try:
+            write()
+        except BaseException as exc:
+            failures.append(exc)
+
+    writers = [
+        threading.Thread(target=run, args=(lambda: store.set_status(path, "err", "boom"),)),
+        threading.Thread(target=run, args=(lambda: workdirs.note_rerun(config, "J1", "J2"),)),
+    ]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    assert failures == []
+    status = json.loads((path / "status.json").read_text())
+    assert status["status"] in ("boom", "boom (re-run as J2)")
+    assert sorted(p.name for p in path.iterdir()) == ["job", "msg.json", "status.json"]
+
+
+def test_a_crashed_writers_leftover_goes_with_its_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = QueueConfig.load(make_queue(tmp_path, "leftover", "/bin/true"))
+    store = MessageStore(config.directory)
+    path = store.move(store.enter_run("J1", {"id": "J1"}), "done", "all good")
+
+    def crash(src: Any, dst: Any) -> None:
+        raise KeyboardInterrupt  # the writer dies between its write and its rename
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        store.set_status(path, "done", "all good again")
+    monkeypatch.undo()
+    assert len(list(path.iterdir())) == 4  # job, msg.json, status.json and the leftover
+    assert workdirs.counts(config)["done"] == 1
+    assert workdirs.message(config, "J1")["status"] == "all good"
+    assert store.clean(0, now=time.time() + 1) == 1
+    assert not path.exists()
