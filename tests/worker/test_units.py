@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from conveyor.client import Client, Job
 from conveyor.web import workdirs
+from conveyor.worker import supervisor
 from conveyor.worker.envelope import Envelope
 from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.runner import QueueRunner, Running
@@ -114,3 +116,46 @@ def test_a_crashed_writers_leftover_goes_with_its_message(
     assert workdirs.message(config, "J1")["status"] == "all good"
     assert store.clean(0, now=time.time() + 1) == 1
     assert not path.exists()
+
+
+def test_a_term_that_comes_while_a_child_restarts_reaches_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A unit test: real children cannot be made to start at the moment a TERM comes. The
+    first child has died; TERM comes while its replacement is being started; the
+    supervisor must pass it on to that one once it exists, not wait for it for ever."""
+    handlers: dict[int, Any] = {}
+    monkeypatch.setattr(supervisor.signal, "signal", lambda sig, h: handlers.__setitem__(sig, h))
+    started: list[FakeChild] = []
+
+    def popen(command: list[str]) -> FakeChild:
+        child = FakeChild(exited=not started)
+        if len(started) == 1:
+            handlers[signal.SIGTERM](signal.SIGTERM, None)  # TERM, during the start
+        started.append(child)
+        return child
+
+    monkeypatch.setattr(supervisor.subprocess, "Popen", popen)
+    assert supervisor.supervise("app:app", ["127.0.0.1:7711"], 1, 1, 1.0, 1) == 0
+    assert len(started) == 2 and started[1].signals == [signal.SIGTERM]
+
+
+class FakeChild:
+    """A child that has exited (code 1) or runs until it is sent a signal (then code 0)."""
+
+    def __init__(self, exited: bool) -> None:
+        self.pid = 4242
+        self.returncode: int | None = 1 if exited else None
+        self.signals: list[int] = []
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        self.signals.append(signum)
+        self.returncode = 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            raise AssertionError("waited for a child never told to stop: a hang")
+        return self.returncode
