@@ -439,7 +439,9 @@ async def send_bounded(sock: socket.socket, data: bytes, deadline: float) -> tup
         except TimeoutError:
             return sent, "timeout"
         finally:
-            loop.remove_writer(sock.fileno())
+            # Cancelled once the probe is over, this runs after the probe closed the socket.
+            if sock.fileno() >= 0:
+                loop.remove_writer(sock.fileno())
     return sent, ""
 
 
