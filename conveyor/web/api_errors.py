@@ -120,7 +120,10 @@ def schedules(config: QueueConfig) -> list[dict[str, Any]]:
         # within a year (a daily or yearly schedule).
         ticks: list[int] = []
         for window in (60, 3600, 366 * 86400):
-            ticks = ticks_between(entry.cron, now, now + window)[:1]
+            try:
+                ticks = ticks_between(entry.cron, now, now + window)[:1]
+            except ValueError:  # no date ever matches (Feb 30): no next run to show
+                break
             if ticks:
                 break
         found.append(

@@ -34,8 +34,15 @@ def _croniter() -> type:
 
 
 def validate_cron(expression: str) -> None:
-    if not _croniter().is_valid(expression):
+    croniter = _croniter()
+    if not croniter.is_valid(expression):
         raise ValueError(f"bad cron expression {expression!r}")
+    # is_valid checks the syntax only: "0 0 30 2 *" (Feb 30) passes it, then every later
+    # next-date asks raise. Asking for one here refuses it with the other bad crons.
+    try:
+        croniter(expression, datetime.now(UTC)).get_next(float)
+    except ValueError:  # CroniterBadDateError
+        raise ValueError(f"bad cron expression {expression!r}: no date ever matches it") from None
 
 
 @dataclass
@@ -80,6 +87,8 @@ class Scheduler:
                 added += self._schedule(spec, now)
             except ConveyorError as exc:
                 log.warning("schedule %s: %s", spec.key, exc)
+            except ValueError as exc:  # croniter finds no next date: skip it, keep the rest
+                log.warning("schedule %s: cron %r: %s", spec.key, spec.cron, exc)
         # Forget ticks long past, so the memo stays small.
         self._seen = {k: v for k, v in self._seen.items() if k[1] > now - 3600}
         return added

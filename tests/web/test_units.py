@@ -151,3 +151,16 @@ def test_latency_histogram_as_prometheus_buckets() -> None:
     assert total == pytest.approx(100.401)
     assert _buckets({"buckets": [1.0], "counts": [1]}) is None  # malformed: skipped
     assert _buckets("junk") is None
+
+
+def test_schedules_of_a_cron_no_date_matches_have_no_next_run(tmp_path: Path) -> None:
+    from conveyor.web.api_errors import schedules
+    from conveyor.worker.queuedir import QueueConfig, ScheduleEntry
+
+    # Built directly: loading config.json refuses such a cron, but a listing must not
+    # fail (500 on the schedules API and the queue page) on one that got through.
+    entries = [ScheduleEntry("0 0 30 2 *"), ScheduleEntry("* * * * *", {"param1": "p"})]
+    config = QueueConfig(name="q", script="/bin/true", directory=tmp_path, schedule=entries)
+    found = schedules(config)
+    assert [s["next_run"] is None for s in found] == [True, False]
+    assert found[1]["params"] == {"param1": "p"}

@@ -13,7 +13,7 @@ import pytest
 from conveyor.client import Client
 from conveyor.worker.cron import Scheduler, ScheduleSpec, ticks_between, validate_cron
 from conveyor.worker.envelope import Envelope
-from conveyor.worker.queuedir import QueueConfig
+from conveyor.worker.queuedir import QueueConfig, QueueConfigError
 from conveyor.worker.service import schedule_specs
 from tests.servers import NodeProcess
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, write_script
@@ -43,6 +43,29 @@ def test_ticks_between() -> None:
     assert ticks_between("*/5 * * * *", T0 - 1, T0) == [T0]
     with pytest.raises(ValueError, match="bad cron expression"):
         validate_cron("61 * * * *")
+
+
+def test_a_cron_no_date_matches_is_refused_and_never_stops_the_others(
+    node: NodeProcess, tmp_path: Path
+) -> None:
+    # Feb 30 and Apr 31 are valid syntax; croniter only fails when asked for a date.
+    for never in ("0 0 30 2 *", "0 0 31 4 *"):
+        with pytest.raises(ValueError, match=r"bad cron expression .*no date ever matches"):
+            validate_cron(never)
+    validate_cron("0 0 29 2 *")  # Feb 29 comes every four years
+    make_queue(tmp_path, "feb30", "/bin/true", schedule=[{"cron": "0 0 30 2 *"}])
+    with pytest.raises(QueueConfigError, match="bad cron expression"):
+        QueueConfig.load(tmp_path / "feb30")
+    # One that got past validation (an older config, a changed croniter) is skipped and
+    # logged; the schedule beside it still gets its tick.
+    added: list[int] = []
+    specs = [
+        ScheduleSpec("never", "0 0 30 2 *", "cron_never", lambda t, d: "x"),
+        ScheduleSpec("every", "* * * * *", "cron_every", lambda t, d: str(added.append(t))),
+    ]
+    with Client([f"127.0.0.1:{node.port}"]) as client:
+        Scheduler(client, specs, "me", VirtualClock(T0 + 1)).run_once()
+    assert added == [T0 + 60]
 
 
 def test_two_schedulers_one_message_per_tick_virtual_clock(
