@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import math
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
@@ -46,6 +47,9 @@ class AsyncTransport(BaseClient):
         self._lock = asyncio.Lock()
         # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).
         self._peers: dict[Address, redis.asyncio.Redis] = {}
+        # Clients given up while other tasks may still have commands in flight on them:
+        # each connection is closed as it comes back (see `_retire`).
+        self._retired: weakref.WeakSet[redis.asyncio.Redis] = weakref.WeakSet()
 
     def _new_redis(self, address: Address) -> redis.asyncio.Redis:
         kwargs = self._redis_kwargs(address)
@@ -90,7 +94,7 @@ class AsyncTransport(BaseClient):
             self._avoid.add(self._address)
         self._prefer = to
         if client is not None:
-            await client.aclose()
+            await self._retire(client)
 
     async def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
         """A command about jobs, sent to the node that made them (see `Client`)."""
@@ -103,8 +107,9 @@ class AsyncTransport(BaseClient):
         try:
             return await self._exchange(peer, call, target)
         except ConnectionError:
-            self._peers.pop(target, None)
-            await peer.aclose()
+            if self._peers.get(target) is peer:
+                del self._peers[target]
+            await self._retire(peer)
             return await self._run(call)
 
     async def _run_write(self, call: Call[T]) -> T:
@@ -131,7 +136,13 @@ class AsyncTransport(BaseClient):
     async def _drop(self, client: redis.asyncio.Redis) -> None:
         if self._redis is client:
             self._redis = None
-        await client.aclose()
+        await self._retire(client)
+
+    async def _retire(self, client: redis.asyncio.Redis) -> None:
+        """Stop using `client` without cutting other tasks' commands in flight on it (see
+        `SyncTransport._retire`)."""
+        self._retired.add(client)
+        await client.connection_pool.disconnect(inuse_connections=False)
 
     async def _exchange(self, client: redis.asyncio.Redis, call: Call[T], address: Address) -> T:
         return call.parse(await self._pooled(client, address, self._send_call, call))
@@ -162,8 +173,13 @@ class AsyncTransport(BaseClient):
             connection = await pool.get_connection()
             try:
                 return await talk(connection, what)
+            except (redis.ConnectionError, redis.TimeoutError, builtins.TimeoutError):
+                await connection.disconnect(nowait=True)  # this one only: others may be busy
+                raise
             finally:
                 await pool.release(connection)
+                if client in self._retired:
+                    await pool.disconnect(inuse_connections=False)
         except redis.RedisError as exc:
             raise error_from_redis(exc, format_address(address)) from exc
         except builtins.TimeoutError as exc:

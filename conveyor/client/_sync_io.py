@@ -6,6 +6,7 @@ says how discovery and failover behave). Public methods belong in `conveyor.clie
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -40,6 +41,9 @@ class SyncTransport(BaseClient):
         self._lock = threading.RLock()
         # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).
         self._peers: dict[Address, redis.Redis] = {}
+        # Clients given up while other threads may still have commands in flight on them:
+        # each connection is closed as it comes back (see `_retire`).
+        self._retired: weakref.WeakSet[redis.Redis] = weakref.WeakSet()
 
     def _new_redis(self, address: Address) -> redis.Redis:
         kwargs = self._redis_kwargs(address)
@@ -85,7 +89,7 @@ class SyncTransport(BaseClient):
                 self._avoid.add(self._address)
             self._prefer = to
         if client is not None:
-            client.close()
+            self._retire(client)
 
     def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
         """A command about jobs, sent to the node that made them when HELLO listed it
@@ -101,8 +105,9 @@ class SyncTransport(BaseClient):
             return self._exchange(peer, call, target)
         except ConnectionError:
             with self._lock:
-                self._peers.pop(target, None)
-            peer.close()
+                if self._peers.get(target) is peer:
+                    del self._peers[target]
+            self._retire(peer)
             return self._run(call)
 
     def _hello_on(self, address: Address) -> tuple[redis.Redis, Hello]:
@@ -124,7 +129,14 @@ class SyncTransport(BaseClient):
         with self._lock:
             if self._redis is client:
                 self._redis = None
-        client.close()
+        self._retire(client)
+
+    def _retire(self, client: redis.Redis) -> None:
+        """Stop using `client` without cutting other threads' commands in flight on it
+        (its pool is shared): its idle connections close now, the busy ones as their
+        command ends (`_pooled`). The failed connection itself is already closed."""
+        self._retired.add(client)
+        client.connection_pool.disconnect(inuse_connections=False)
 
     def _exchange(self, client: redis.Redis, call: Call[T], address: Address) -> T:
         """Send one command on a pooled connection and parse its reply."""
@@ -146,8 +158,15 @@ class SyncTransport(BaseClient):
             connection = pool.get_connection()
             try:
                 return talk(connection, what)
+            except (redis.ConnectionError, redis.TimeoutError):
+                connection.disconnect()  # this one only: the pool's others may be busy
+                raise
             finally:
                 pool.release(connection)
+                if client in self._retired:
+                    # Released after `_retire` closed the idle ones (the order of these two
+                    # steps makes one of them catch it).
+                    pool.disconnect(inuse_connections=False)
         except redis.RedisError as exc:
             raise error_from_redis(exc, format_address(address)) from exc
 

@@ -1,0 +1,78 @@
+"""One client shared by threads or tasks: one caller's failure leaves the others' commands
+alone, and `close()` ends everything, racing commands included."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from conveyor.client import AsyncClient, Client, TimeoutError
+from tests.servers import NodeProcess
+
+
+def wait_until(check: Callable[[], bool], what: str, deadline_s: float = 10.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {deadline_s} s: {what}")
+        time.sleep(0.02)
+
+
+def clients_info(raw: redis.Redis) -> dict[str, int]:
+    return raw.info("clients")  # type: ignore[return-value]
+
+
+def test_a_timeout_in_one_thread_does_not_cut_another_threads_get(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    before = clients_info(raw)["connected_clients"]
+    with Client([f"127.0.0.1:{node.port}"], socket_timeout=0.5) as client:
+        client.connect()
+        outcome: list[object] = []
+
+        def consume() -> None:
+            try:  # a legitimate wait, well beyond the socket timeout
+                outcome.append(client.get_job("empty", timeout_ms=2000))
+            except Exception as exc:
+                outcome.append(exc)
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        wait_until(lambda: clients_info(raw)["blocked_clients"] == 1, "the GETJOB blocked")
+        # A raw command has only the socket timeout: this one times out on the client.
+        with pytest.raises(TimeoutError):
+            client.execute_command("GETJOB", "TIMEOUT", 3000, "FROM", "other")
+        consumer.join(10)
+        assert outcome == [None]  # its GETJOB ran to its own TIMEOUT, on its connection
+        # The pool given up after the timeout keeps no connection once its users are done.
+        wait_until(
+            lambda: clients_info(raw)["connected_clients"] <= before,
+            "the given-up pool's connections closed",
+        )
+        assert client.ping() is True  # and the client connects again
+
+
+async def test_a_timeout_in_one_task_does_not_cut_another_tasks_get(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    before = clients_info(raw)["connected_clients"]
+    async with AsyncClient([f"127.0.0.1:{node.port}"], socket_timeout=0.5) as client:
+        await client.connect()
+        consumer = asyncio.create_task(client.get_job("empty", timeout_ms=2000))
+        while clients_info(raw)["blocked_clients"] != 1:
+            assert not consumer.done(), consumer
+            await asyncio.sleep(0.02)
+        with pytest.raises(TimeoutError):
+            await client.execute_command("GETJOB", "TIMEOUT", 3000, "FROM", "other")
+        assert await consumer is None
+        for _ in range(500):
+            if clients_info(raw)["connected_clients"] <= before:
+                break
+            await asyncio.sleep(0.02)
+        assert clients_info(raw)["connected_clients"] <= before
+        assert await client.ping() is True
