@@ -64,7 +64,11 @@ class AsyncTransport(BaseClient):
             if self._closed:
                 raise ConveyorError("the client is closed")
             if self._redis is None:
-                self._redis = await self._discover()
+                client = await self._discover()
+                if self._closed:  # close() came while we were connecting
+                    await client.aclose()
+                    raise ConveyorError("the client is closed")
+                self._redis = client
             return self._redis
 
     async def _discover(self) -> redis.asyncio.Redis:

@@ -51,9 +51,11 @@ class AsyncClient(AsyncTransport):
 
     async def close(self) -> None:
         """Close every connection. The client cannot be used afterwards."""
+        # Set before waiting for the lock: a connect holding it sees it when done.
         self._closed = True
-        client, self._redis = self._redis, None
-        peers, self._peers = list(self._peers.values()), {}
+        async with self._lock:
+            client, self._redis = self._redis, None
+            peers, self._peers = list(self._peers.values()), {}
         for other in [client, *peers]:
             if other is not None:
                 await other.aclose()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from conveyor.client import AsyncClient, Client, TimeoutError
+from conveyor.client import AsyncClient, Client, ConveyorError, TimeoutError
 from tests.servers import NodeProcess
 
 
@@ -76,3 +76,22 @@ async def test_a_timeout_in_one_task_does_not_cut_another_tasks_get(
             await asyncio.sleep(0.02)
         assert clients_info(raw)["connected_clients"] <= before
         assert await client.ping() is True
+
+
+async def test_close_during_a_connect_leaves_the_async_client_closed(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    before = clients_info(raw)["connected_clients"]
+    client = AsyncClient([f"127.0.0.1:{node.port}"])
+    connecting = asyncio.create_task(client.connect())
+    await asyncio.sleep(0)  # the task is now waiting for its connection, holding the lock
+    await client.close()
+    with pytest.raises(ConveyorError, match="closed"):
+        await connecting
+    with pytest.raises(ConveyorError, match="closed"):
+        await client.ping()
+    for _ in range(500):
+        if clients_info(raw)["connected_clients"] <= before:
+            break
+        await asyncio.sleep(0.02)
+    assert clients_info(raw)["connected_clients"] <= before  # nothing left open
