@@ -105,6 +105,8 @@ class AsyncTransport(BaseClient):
         target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
         if target is None:
             return await self._run(call)
+        if self._closed:  # else a peer connection would be opened that nobody closes
+            raise ConveyorError("the client is closed")
         peer = self._peers.get(target)
         if peer is None:
             peer = self._peers[target] = self._new_redis(target)

@@ -98,6 +98,8 @@ class SyncTransport(BaseClient):
         if target is None:
             return self._run(call)
         with self._lock:
+            if self._closed:  # else a peer connection would be opened that nobody closes
+                raise ConveyorError("the client is closed")
             peer = self._peers.get(target)
             if peer is None:
                 peer = self._peers[target] = self._new_redis(target)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 
 from conveyor.client import AsyncClient, Client, ConveyorError, TimeoutError
+from tests.client.test_discovery import FakeNode
 from tests.servers import NodeProcess
 
 
@@ -95,3 +96,42 @@ async def test_close_during_a_connect_leaves_the_async_client_closed(
             break
         await asyncio.sleep(0.02)
     assert clients_info(raw)["connected_clients"] <= before  # nothing left open
+
+
+@pytest.fixture
+def routed_job(node: NodeProcess, raw: redis.Redis) -> Iterator[tuple[FakeNode, str]]:
+    """A node whose HELLO lists the module's node as a peer, and a job made on the latter:
+    a client on the first sends that job's ACKJOB to the second, on a connection of its own."""
+    real_id = raw.execute_command("CLUSTER", "MYID")
+    fake = FakeNode([[real_id, b"127.0.0.1", str(node.port).encode(), b"1"]])
+    fake.hello_nodes.insert(0, [fake.node_id, b"", str(fake.port).encode(), b"1"])
+    try:
+        yield fake, raw.execute_command("ADDJOB", "q", "x", 0).decode()
+    finally:
+        fake.stop()
+
+
+def test_a_closed_client_refuses_a_routed_ack(
+    routed_job: tuple[FakeNode, str], raw: redis.Redis
+) -> None:
+    fake, job_id = routed_job
+    client = Client([f"127.0.0.1:{fake.port}"], socket_timeout=2)
+    client.connect()
+    client.close()
+    with pytest.raises(ConveyorError, match="closed"):
+        client.ack(job_id)
+    assert raw.execute_command("QLEN", "q") == 1  # not acked behind the closed client's back
+
+
+async def test_a_closed_async_client_refuses_a_routed_ack(
+    routed_job: tuple[FakeNode, str], raw: redis.Redis
+) -> None:
+    fake, job_id = routed_job
+    client = AsyncClient([f"127.0.0.1:{fake.port}"], socket_timeout=2)
+    await client.connect()
+    await client.close()
+    with pytest.raises(ConveyorError, match="closed"):
+        await client.show(job_id)
+    with pytest.raises(ConveyorError, match="closed"):
+        await client.ack(job_id)
+    assert raw.execute_command("QLEN", "q") == 1
