@@ -47,6 +47,14 @@ def _fields(form: Any) -> dict[str, str]:
     return fields
 
 
+def _params(fields: dict[str, str]) -> dict[str, str]:
+    params = {f"param{n}": fields.get(f"param{n}", "") for n in range(1, 5)}
+    for key, value in params.items():
+        if "\x00" in value:  # scripts get params as env vars, which cannot hold one
+            raise ApiError(400, "bad_request", f"{key} cannot hold a NUL byte")
+    return params
+
+
 def _due(text: str) -> int:
     try:
         due = int(text or 0)
@@ -88,13 +96,13 @@ async def new_message(request: Request, queue: str, c: Console = Depends(console
         raise ApiError(400, "bad_form", "the body is not a valid form") from None
     try:
         fields = _fields(form)
+        params = _params(fields)
         due = _due(fields.get("due", ""))
         webhook = api_messages.webhook_url(fields.get("webhook"))
         await run_in_threadpool(api_messages.queue_config, c, queue)  # 404 before storing
         attachments = await _attachments(request, c, form)
     finally:
         await form.close()
-    params = {f"param{n}": fields.get(f"param{n}", "") for n in range(1, 5)}
     msg_id = await run_in_threadpool(
         api_messages.enqueue, c, queue, params, due, attachments, webhook
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from conveyor.web.attachments import ID_RE as ATTACHMENT_ID_RE
 from conveyor.web.ids import JOB_ID_RE, MAX_QUEUE_CHARS, MSG_ID_RE, QUEUE_RE
@@ -305,13 +305,24 @@ class StoredRef(_Strict):
     ref: str = Field(pattern=f"^{ATTACHMENT_ID_RE}$", description="the upload's id")
 
 
+def _no_nul(value: str) -> str:
+    # Params reach the script as environment variables, which cannot hold a NUL: the
+    # message could never run.
+    if "\x00" in value:
+        raise ValueError("a param cannot hold a NUL byte (scripts get params as env vars)")
+    return value
+
+
+ParamText = Annotated[
+    str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": "^[^\\x00]*$"})
+]
 WebhookUrl = Annotated[
     str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s/?#]+[^\s]*$")
 ]
 
 
 class NewMessage(_Strict):
-    params: dict[Literal["param1", "param2", "param3", "param4"], str] = {}
+    params: dict[Literal["param1", "param2", "param3", "param4"], ParamText] = {}
     due: Seconds = Field(0, description="seconds before it may run")
     attachments: list[InlineAttachment | StoredRef] = Field([], max_length=16)
     webhook: WebhookUrl | None = Field(

@@ -113,6 +113,9 @@ class Envelope:
         params = doc.get("params", {})
         if not isinstance(params, dict) or any(k not in PARAMS for k in params):
             raise EnvelopeError("'params' must map param1..param4 to strings")
+        if any("\x00" in str(v) for v in params.values()):
+            # Params become env vars, which cannot hold a NUL: the script could never start.
+            raise EnvelopeError("a param holds a NUL byte; scripts get params as env vars")
         try:
             attachments = [Attachment.from_doc(a) for a in doc.get("attachments", [])]
             return cls(

@@ -73,7 +73,7 @@ def run_script(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=cwd, env=env, pass_fds=(status_w, reply_r), start_new_session=True,
             )  # fmt: skip
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the env or command
         for fd in (status_r, status_w, reply_r, reply_w):
             os.close(fd)
         return ScriptResult("err", f"could not start the script: {exc}")

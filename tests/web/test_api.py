@@ -77,6 +77,25 @@ def test_bad_input_is_a_json_4xx(api: httpx.Client) -> None:
     _error(api.get("/no/such/route"), 404)
 
 
+def test_a_param_with_a_nul_byte_is_refused(web: WebProcess, api: httpx.Client) -> None:
+    # A script gets its params as environment variables, which cannot hold a NUL: such a
+    # message could never run, so it is refused before anything is stored or queued.
+    answer = api.post("/queues/jobs/messages", json={"params": {"param1": "a\x00b"}})
+    error = _error(answer, 422, "invalid")
+    assert error["message"].startswith("params.param1: ") and "NUL byte" in error["message"]
+    form = {"mesg_param2": "a\x00b", "x_format": "json"}
+    files = {"attachment": ("notes.txt", b"never stored", "text/plain")}
+    answer = httpx.post(f"{web.url}/q/jobs/new_message", data=form, files=files, timeout=15)
+    assert _error(answer, 400, "bad_request")["message"] == "param2 cannot hold a NUL byte"
+    answer = httpx.post(
+        f"{web.url}/q/jobs/new_message",
+        data={"mesg": '{"param4": "\\u0000"}'},
+        headers={"accept": "application/json"},
+        timeout=15,
+    )
+    assert _error(answer, 400, "bad_request")["message"] == "param4 cannot hold a NUL byte"
+
+
 def test_pause_and_purge(api: httpx.Client) -> None:
     api.post("/queues/pp/pause", json={"state": "none"})
     ids = [api.post("/queues/pp/jobs", json={"body": f"j{i}"}).json()["id"] for i in range(5)]
