@@ -11,11 +11,23 @@ from __future__ import annotations
 import html
 import re
 
-# CSI ... final byte, OSC ... BEL/ST, or a lone ESC + one character.
-_ESCAPE = re.compile(r"\x1b\[([0-9;?]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI ... final byte, OSC ... BEL/ST, or a lone ESC + one character. A CSI's parameters are
+# a few dozen characters in any real log; past _MAX_PARAMS it is not parsed (its text shows).
+_MAX_PARAMS = 256
+_ESCAPE = re.compile(
+    rf"\x1b\[([0-9;?]{{0,{_MAX_PARAMS}}})([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
+)
+_MAX_DIGITS = 8  # no SGR code or colour number is longer; a longer one matches no code
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FLAGS = {1: "b", 2: "dim", 3: "i", 4: "u", 9: "s"}
 _UNFLAGS = {21: "b", 22: ("b", "dim"), 23: "i", 24: "u", 29: "s"}
+
+
+def _code(param: str) -> int:
+    if not param.isdigit():
+        return 0  # empty (or "?"): SGR reads it as 0
+    # int() refuses over 4300 digits (ValueError): an over-long number is no code at all.
+    return int(param) if len(param) <= _MAX_DIGITS else -1
 
 
 class AnsiRenderer:
@@ -34,7 +46,7 @@ class AnsiRenderer:
         return " ".join(names)
 
     def _sgr(self, params: str) -> None:
-        codes = [int(p) if p.isdigit() else 0 for p in params.split(";")] if params else [0]
+        codes = [_code(p) for p in params.split(";")] if params else [0]
         index = 0
         while index < len(codes):  # bounded: each turn consumes at least one code
             code = codes[index]

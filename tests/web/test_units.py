@@ -101,6 +101,16 @@ def test_ansi_to_html() -> None:
     )
 
 
+def test_ansi_over_long_numbers_are_no_code() -> None:
+    # int() refuses over 4300 digits: a log holding such a "colour" made the message page
+    # answer 500 and broke its live log stream.
+    assert render("\x1b[" + "9" * 5000 + "mtext").endswith("9m" + "text")
+    assert render("\x1b[1;" + "9" * 100 + ";31mX") == '<span class="a-b a-fg1">X</span>'
+    renderer = AnsiRenderer()
+    streamed = renderer.feed("\x1b[" + "9" * 3000) + renderer.feed("9" * 3000 + "m after")
+    assert (streamed + renderer.flush()).endswith("9m after")
+
+
 def test_attachment_config_keys(tmp_path: Path) -> None:
     config = load_config(None, data_dir=str(tmp_path), max_attachment_mb=2)
     assert config.data_dir == tmp_path and config.max_attachment_bytes == 2 * 1024 * 1024
