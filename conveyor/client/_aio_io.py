@@ -102,7 +102,7 @@ class AsyncTransport(BaseClient):
 
     async def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
         """A command about jobs, sent to the node that made them (see `Client`)."""
-        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        target = self._route(refs)
         if target is None:
             return await self._run(call)
         if self._closed:  # else a peer connection would be opened that nobody closes
@@ -111,12 +111,37 @@ class AsyncTransport(BaseClient):
         if peer is None:
             peer = self._peers[target] = self._new_redis(target)
         try:
-            return await self._exchange(peer, call, target)
+            reply = await self._exchange(peer, call, target)
         except ConnectionError:
             if self._peers.get(target) is peer:
                 del self._peers[target]
+            refresh = self._peer_failed(target)
             await self._retire(peer)
-            return await self._run(call)
+            reply = await self._run(call)
+            if refresh:
+                await self._refresh_hello()
+            return reply
+        self._peer_health.answered(target)
+        return reply
+
+    async def _ask_hello(self) -> Hello:
+        """HELLO on the current node; what it says replaces the nodes known."""
+        client = await self._connection()
+        address = self._address or self._configured[0]
+        try:
+            hello = await self._exchange(client, cmd.hello(address[0]), address)
+        except ConnectionError:
+            await self._drop(client)
+            raise
+        self._hello = hello
+        return hello
+
+    async def _refresh_hello(self) -> None:
+        # The command itself got its reply: a failure here is for the next one to meet.
+        try:
+            await self._ask_hello()
+        except ConveyorError:
+            pass
 
     async def _run_write(self, call: Call[T]) -> T:
         try:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any, Self
 
 from redis.maint_notifications import MaintNotificationsConfig
 
+from conveyor.client import _commands as cmd
 from conveyor.client import _parse, _routing
 from conveyor.client._address import (
     Address,
@@ -17,6 +19,7 @@ from conveyor.client._address import (
     parse_nodes,
     parse_url,
 )
+from conveyor.client._commands import JobRef
 from conveyor.client.errors import ConnectionError, ReplyError
 from conveyor.client.job import Hello, Job, NodeInfo
 
@@ -43,6 +46,8 @@ class BaseClient:
         self._sources = _routing.JobSources()
         self._prefer: Address | None = None  # where to connect next (a move)
         self._avoid: set[Address] = set()  # answered -LEAVING: tried last
+        self._peer_health = _routing.PeerHealth()  # job makers that failed: skipped a while
+        self._hello_due = 0.0  # when HELLO may be asked again after a peer failed
         self._password = password
         self._socket_timeout = socket_timeout
         self._socket_connect_timeout = (
@@ -112,6 +117,25 @@ class BaseClient:
                 unique.append(address)
         avoided = [address for address in unique if address in self._avoid]
         return [address for address in unique if address not in self._avoid] + avoided
+
+    def _route(self, refs: Iterable[JobRef]) -> Address | None:
+        """The other node a command about these jobs goes to; None: where the client is
+        (the jobs' maker is this node, unknown, or failed lately)."""
+        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        if target is None or self._peer_health.is_down(target, time.monotonic()):
+            return None
+        return target
+
+    def _peer_failed(self, target: Address) -> bool:
+        """Skip `target` for a while; True when HELLO should be asked again now (at most
+        every HELLO_REFRESH_S), so nodes the cluster knows are failing stop being used."""
+        now = time.monotonic()
+        listed = [(node.host, node.port) for node in self.nodes]
+        self._peer_health.failed(target, now, listed)
+        if now < self._hello_due:
+            return False
+        self._hello_due = now + _routing.HELLO_REFRESH_S
+        return True
 
     def _moved(self, jobs: list[Job]) -> Address | None:
         """After a GETJOB: where this consumer should move, if most of its jobs come

@@ -7,6 +7,8 @@ No I/O: the twins ask these questions and do the connecting.
   the client moves there.
 - A job ID names the node that made it (`D-<first 8 hex of its ID>-...`): ACKJOB, NACK,
   WORKING and SHOW go to that node when HELLO listed it, where the job is known for sure.
+  A maker that could not be reached is skipped for a while (PeerHealth), and HELLO is
+  asked again so the client learns what the cluster knows about it.
 - A consumer whose jobs mostly come from one other node (federation moved them) moves to
   that node: MOVE_AFTER jobs seen, MOVE_SHARE of them from there.
 """
@@ -23,6 +25,12 @@ from conveyor.client.job import Hello, NodeInfo
 
 MOVE_AFTER = 64  # jobs counted before a consumer considers moving
 MOVE_SHARE = 0.75  # share of them made by one other node that makes it move
+# A job maker that failed is skipped this long, doubled at each failure in a row, up to
+# the cap: long enough that a dead or hung node costs one connect or timeout now and then,
+# short enough that a restarted one is used again soon (acks elsewhere work meanwhile).
+PEER_DOWN_S = 2.0
+PEER_DOWN_MAX_S = 30.0
+HELLO_REFRESH_S = 1.0  # at most one HELLO asked again after peer failures per this long
 
 
 def maybe_added(exc: ConnectionError) -> ConnectionError:
@@ -71,6 +79,39 @@ def route(job_ids: Iterable[str], hello: Hello | None) -> Address | None:
     if owner is None or hello is None or owner.id == hello.node_id:
         return None
     return (owner.host, owner.port)
+
+
+class PeerHealth:
+    """Job makers that could not be reached lately, skipped until their time is up.
+
+    Times are passed in (monotonic seconds). Entries are kept for the nodes HELLO lists
+    only, so there are never more than the cluster's nodes."""
+
+    def __init__(self) -> None:
+        self._down: dict[Address, tuple[float, int]] = {}  # until, failures in a row
+
+    def __len__(self) -> int:
+        return len(self._down)
+
+    def is_down(self, address: Address, now: float) -> bool:
+        entry = self._down.get(address)
+        return entry is not None and now < entry[0]
+
+    def failed(self, address: Address, now: float, listed: Iterable[Address]) -> float:
+        """Count a failure of `address`; how long it is skipped from `now`."""
+        keep = set(listed)
+        # list() copies the keys in one step: `answered` may pop from another thread.
+        for known in list(self._down):
+            if known not in keep:
+                self._down.pop(known, None)
+        # The count stops growing at the cap, so the power stays small.
+        failures = min(self._down.get(address, (0.0, 0))[1] + 1, 16)
+        skip = min(PEER_DOWN_S * 2 ** (failures - 1), PEER_DOWN_MAX_S)
+        self._down[address] = (now + skip, failures)
+        return skip
+
+    def answered(self, address: Address) -> None:
+        self._down.pop(address, None)
 
 
 class JobSources:

@@ -94,7 +94,7 @@ class SyncTransport(BaseClient):
     def _run_routed(self, call: Call[T], refs: Iterable[JobRef]) -> T:
         """A command about jobs, sent to the node that made them when HELLO listed it
         (safe to send again where the client is if that node cannot be reached)."""
-        target = _routing.route((cmd.job_id_of(ref) for ref in refs), self._hello)
+        target = self._route(refs)
         if target is None:
             return self._run(call)
         with self._lock:
@@ -104,13 +104,38 @@ class SyncTransport(BaseClient):
             if peer is None:
                 peer = self._peers[target] = self._new_redis(target)
         try:
-            return self._exchange(peer, call, target)
+            reply = self._exchange(peer, call, target)
         except ConnectionError:
             with self._lock:
                 if self._peers.get(target) is peer:
                     del self._peers[target]
+                refresh = self._peer_failed(target)
             self._retire(peer)
-            return self._run(call)
+            reply = self._run(call)
+            if refresh:
+                self._refresh_hello()
+            return reply
+        self._peer_health.answered(target)
+        return reply
+
+    def _ask_hello(self) -> Hello:
+        """HELLO on the current node; what it says replaces the nodes known."""
+        client = self._connection()
+        address = self._address or self._configured[0]
+        try:
+            hello = self._exchange(client, cmd.hello(address[0]), address)
+        except ConnectionError:
+            self._drop(client)
+            raise
+        self._hello = hello
+        return hello
+
+    def _refresh_hello(self) -> None:
+        # The command itself got its reply: a failure here is for the next one to meet.
+        try:
+            self._ask_hello()
+        except ConveyorError:
+            pass
 
     def _hello_on(self, address: Address) -> tuple[redis.Redis, Hello]:
         """A redis-py client on `address` and the node's HELLO; in RESP2 if the node

@@ -19,7 +19,6 @@ from conveyor.client._address import format_address
 from conveyor.client._aio_io import AsyncTransport
 from conveyor.client._commands import Body, JobRef
 from conveyor.client.errors import (
-    ConnectionError,
     LeavingError,
 )
 from conveyor.client.job import Hello, Job
@@ -239,15 +238,7 @@ class AsyncClient(AsyncTransport):
 
     async def hello(self) -> Hello:
         """HELLO; also refreshes the nodes the client may fail over to."""
-        client = await self._connection()
-        address = self._address or self._configured[0]
-        try:
-            hello = await self._exchange(client, cmd.hello(address[0]), address)
-        except ConnectionError:
-            await self._drop(client)
-            raise
-        self._hello = hello
-        return hello
+        return await self._ask_hello()
 
     async def ping(self) -> bool:
         return await self._run(cmd.ping())

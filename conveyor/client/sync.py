@@ -6,7 +6,8 @@ remembered, and a better-ranked one is preferred. When the connection fails, the
 raises `ConnectionError` (commands are never retried on their own: ADDJOB twice is two
 jobs) and the next command connects again, trying the current node, the configured
 ones, then the discovered ones. ACKJOB, FASTACK, NACK, WORKING and SHOW go to the node
-that made the job; a -LEAVING node is left; consumers follow their jobs (_routing.py).
+that made the job (skipped for a while once it failed); a -LEAVING node is left;
+consumers follow their jobs (_routing.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from conveyor.client._address import format_address
 from conveyor.client._commands import Body, JobRef
 from conveyor.client._sync_io import SyncTransport
 from conveyor.client.errors import (
-    ConnectionError,
     LeavingError,
 )
 from conveyor.client.job import Hello, Job
@@ -266,15 +266,7 @@ class Client(SyncTransport):
 
     def hello(self) -> Hello:
         """HELLO; also refreshes the nodes the client may fail over to."""
-        client = self._connection()
-        address = self._address or self._configured[0]
-        try:
-            hello = self._exchange(client, cmd.hello(address[0]), address)
-        except ConnectionError:
-            self._drop(client)
-            raise
-        self._hello = hello
-        return hello
+        return self._ask_hello()
 
     def ping(self) -> bool:
         return self._run(cmd.ping())
