@@ -36,7 +36,7 @@ def _fields(form: Any) -> dict[str, str]:
     if isinstance(raw, str) and raw.strip():
         try:
             doc = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the stack
             raise ApiError(400, "bad_request", "'mesg' is not a JSON object") from None
         if not isinstance(doc, dict):
             raise ApiError(400, "bad_request", "'mesg' is not a JSON object")

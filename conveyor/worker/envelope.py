@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,8 @@ class Envelope:
             doc = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise EnvelopeError(f"job body is not JSON: {exc}") from None
+        except RecursionError:  # "[[[[..." deeper than the interpreter's stack
+            raise EnvelopeError("job body is JSON nested too deeply") from None
         if not isinstance(doc, dict):
             raise EnvelopeError("job body is not a JSON object")
         params = doc.get("params", {})
@@ -128,9 +131,10 @@ class Envelope:
                 idempotency_key=str(doc.get("idempotency_key", "")),
                 tick=None if doc.get("tick") is None else int(doc["tick"]),
                 webhook=str(doc.get("webhook", "")),
-                due_at=None if doc.get("due_at") is None else float(doc["due_at"]),
+                due_at=None if doc.get("due_at") is None else _finite(doc["due_at"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        # OverflowError: int() of a number JSON allows but no int is (1e999 is infinity).
+        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise EnvelopeError(f"bad envelope field: {exc}") from None
 
     def clone(self) -> Envelope:
@@ -142,3 +146,11 @@ class Envelope:
             origin=self.origin,
             max_count=self.max_count,
         )
+
+
+def _finite(value: Any) -> float:
+    # Infinity would end up in the latency histogram's sum, and stay there.
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number

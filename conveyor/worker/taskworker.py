@@ -167,7 +167,9 @@ class TaskWorker:
         try:
             call = json.loads(job.body)
             task = self.app.tasks[call["task"]]
-        except (ValueError, KeyError, TypeError) as exc:
+        # RecursionError: JSON nested deeper than the stack ("[[[[..."); uncaught, it ended
+        # the process, and the job came back to end the next one.
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             self._dead_letter(job, self.app.dead_letter_queue(job.queue), f"bad call: {exc!r}")
             return None
         if (job.additional_deliveries or 0) > task.options.retries + _MAX_EXTRA_DELIVERIES:

@@ -96,6 +96,11 @@ def test_a_param_with_a_nul_byte_is_refused(web: WebProcess, api: httpx.Client) 
     assert _error(answer, 400, "bad_request")["message"] == "param4 cannot hold a NUL byte"
 
 
+def test_a_mesg_nested_too_deeply_is_a_400(web: WebProcess) -> None:
+    answer = httpx.post(f"{web.url}/q/jobs/new_message", data={"mesg": "[" * 100_000}, timeout=15)
+    assert _error(answer, 400, "bad_request")["message"] == "'mesg' is not a JSON object"
+
+
 def test_pause_and_purge(api: httpx.Client) -> None:
     api.post("/queues/pp/pause", json={"state": "none"})
     ids = [api.post("/queues/pp/jobs", json={"body": f"j{i}"}).json()["id"] for i in range(5)]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.client import Client
+from conveyor.worker.envelope import Envelope, EnvelopeError
 from conveyor.worker.script import ScriptHooks, run_script
 from tests.servers import NodeProcess
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
@@ -21,6 +22,11 @@ BAD = {
         b'{"params": {"param1": "a\\u0000b"}}',
         "not a message envelope: a param holds a NUL byte",
     ),
+    "count_1e999": (
+        b'{"params": {}, "count": 1e999}',
+        "not a message envelope: bad envelope field: cannot convert float infinity to integer",
+    ),
+    "nested_too_deeply": (b"[" * 100_000, "not a message envelope: job body is JSON nested"),
 }
 
 
@@ -52,6 +58,24 @@ def test_a_body_no_script_can_run_goes_to_err(
     # The worker goes on running good messages.
     good = client.add_job(QUEUE, b'{"params": {"param1": "fine"}}', retry=2)
     assert wait_state(queue_dir, good, ("done",), timeout=10)["status"] == "ran"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"count": 1e999}',
+        b'{"max_count": -1e999}',
+        b'{"tick": 1e999}',
+        b'{"due_at": 1e999}',
+        b'{"due_at": NaN}',
+        b'{"attachments": [{"name": "a", "md5": "0", "url": "http://h/a", "size": 1e999}]}',
+        b'{"params": ' + b"[" * 100_000,
+    ],
+    ids=["count", "max_count", "tick", "due_at", "due_at_nan", "size", "nesting"],
+)
+def test_numbers_no_field_can_hold_and_deep_nesting_are_bad_envelopes(body: bytes) -> None:
+    with pytest.raises(EnvelopeError):
+        Envelope.from_json(body)
 
 
 def test_a_script_that_cannot_start_closes_its_pipes(tmp_path: Path) -> None:

@@ -119,6 +119,20 @@ def test_second_term_exits_at_once_and_the_job_comes_back(
     assert json.loads(back[0].body)["args"] == ["b", 30]
 
 
+def test_a_call_nested_too_deeply_is_dead_lettered(
+    client: Client, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    # json.loads raises RecursionError, not ValueError: it used to end the worker process,
+    # and the job, delivered again, ended the next one.
+    client.add_job("t", b"[" * 100_000)
+    task_app.record.delay(7)
+    worker = start_worker("--app", APP)
+    [dead] = wait_for(lambda: dead_letters(client), 20, "the dead letter")
+    assert dead["error"].startswith("bad call: RecursionError(")
+    wait_for(lambda: results(client, "record") == [["record", 7]], 20, "the good call run")
+    assert worker.process.poll() is None, worker.output()
+
+
 def test_processes_and_unknown_tasks(
     client: Client, start_worker: Callable[..., WorkerProcess]
 ) -> None:
