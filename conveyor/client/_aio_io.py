@@ -72,8 +72,10 @@ class AsyncTransport(BaseClient):
             return self._redis
 
     async def _discover(self) -> redis.asyncio.Redis:
+        """See `SyncTransport._discover`."""
         failures: list[str] = []
         last: ConnectionError | None = None
+        refused: ReplyError | None = None
         for address in self._candidates():
             try:
                 client, reply = await self._hello_on(address)
@@ -81,15 +83,28 @@ class AsyncTransport(BaseClient):
                 failures.append(str(exc))
                 last = exc
                 continue
-            better = _routing.better_node(reply, address)
-            if better is not None:
-                try:
-                    client, reply, address = (*await self._hello_on(better), better)
-                except ConnectionError:
-                    pass  # the one that answered will do
+            except ReplyError as exc:
+                refused = exc
+                continue
+            client, reply, address = await self._better(client, reply, address)
             self._address, self._hello, self._prefer = address, reply, None
             return client
+        if refused is not None:
+            raise refused
         raise self._unreachable(failures, last)
+
+    async def _better(
+        self, client: redis.asyncio.Redis, reply: Hello, address: Address
+    ) -> tuple[redis.asyncio.Redis, Hello, Address]:
+        """The node HELLO ranks better than `address`, if it answers; else `address`."""
+        better = _routing.better_node(reply, address)
+        if better is None:
+            return client, reply, address
+        try:
+            moved, moved_reply = await self._hello_on(better)
+        except (ConnectionError, ReplyError):
+            return client, reply, address  # the one that answered will do
+        return moved, moved_reply, better
 
     async def _move(self, to: Address | None) -> None:
         """Leave the current node: for `to`, or (None) for any other, this one last."""

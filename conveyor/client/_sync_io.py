@@ -62,8 +62,12 @@ class SyncTransport(BaseClient):
             return self._redis
 
     def _discover(self) -> redis.Redis:
+        """A connection to the first candidate that answers HELLO (or to a better node it
+        names). A node answering with an error (-LOADING, a refused password) is passed
+        over like an unreachable one; if no node will do, the last such error is raised."""
         failures: list[str] = []
         last: ConnectionError | None = None
+        refused: ReplyError | None = None
         for address in self._candidates():
             try:
                 client, reply = self._hello_on(address)
@@ -71,15 +75,28 @@ class SyncTransport(BaseClient):
                 failures.append(str(exc))
                 last = exc
                 continue
-            better = _routing.better_node(reply, address)
-            if better is not None:
-                try:
-                    client, reply, address = (*self._hello_on(better), better)
-                except ConnectionError:
-                    pass  # the one that answered will do
+            except ReplyError as exc:
+                refused = exc
+                continue
+            client, reply, address = self._better(client, reply, address)
             self._address, self._hello, self._prefer = address, reply, None
             return client
+        if refused is not None:
+            raise refused
         raise self._unreachable(failures, last)
+
+    def _better(
+        self, client: redis.Redis, reply: Hello, address: Address
+    ) -> tuple[redis.Redis, Hello, Address]:
+        """The node HELLO ranks better than `address`, if it answers; else `address`."""
+        better = _routing.better_node(reply, address)
+        if better is None:
+            return client, reply, address
+        try:
+            moved, moved_reply = self._hello_on(better)
+        except (ConnectionError, ReplyError):
+            return client, reply, address  # the one that answered will do
+        return moved, moved_reply, better
 
     def _move(self, to: Address | None) -> None:
         """Leave the current node: for `to`, or (None) for any other, this one last."""

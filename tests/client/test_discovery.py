@@ -4,29 +4,37 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
 
-from conveyor.client import AsyncClient, Client, ConnectionError, NodeInfo
+from conveyor.client import AsyncClient, Client, ConnectionError, NodeInfo, ReplyError
 from conveyor.client._address import parse_address, parse_nodes, parse_url
 from conveyor.protocol.requests import RequestParser
 from conveyor.protocol.resp import encode
 from tests.conftest import free_port
 from tests.servers import NodeProcess, running_node
 
+C = TypeVar("C", Client, AsyncClient)
+
 
 class FakeNode:
     """A tiny RESP server whose HELLO reports extra nodes; `stop()` kills it.
 
     Like Disque, its HELLO takes no argument: redis-py's `HELLO 3` handshake gets an
-    arity error. Every request is kept in `requests`.
+    arity error. With `hello_error` every HELLO gets that error reply instead. Every
+    request is kept in `requests`; `open_connections()` counts those clients keep open.
     """
 
-    def __init__(self, hello_nodes: list[list[bytes]]) -> None:
+    def __init__(self, hello_nodes: list[list[bytes]], hello_error: bytes | None = None) -> None:
         self.node_id = b"f" * 40
         self.hello_nodes = hello_nodes
+        self.hello_error = hello_error
+        self.serving: list[threading.Thread] = []  # one per connection, ends when it closes
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen()
@@ -43,7 +51,12 @@ class FakeNode:
             except OSError:
                 return
             self.connections.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self.serving.append(thread)
+            thread.start()
+
+    def open_connections(self) -> int:
+        return sum(thread.is_alive() for thread in self.serving)
 
     def _serve(self, conn: socket.socket) -> None:
         parser = RequestParser()
@@ -57,7 +70,9 @@ class FakeNode:
                     return
                 for request in parser.feed(data):
                     self.requests.append(request)
-                    if request[0].upper() == b"HELLO" and len(request) > 1:
+                    if request[0].upper() == b"HELLO" and self.hello_error is not None:
+                        reply = self.hello_error
+                    elif request[0].upper() == b"HELLO" and len(request) > 1:
                         reply = b"-ERR wrong number of arguments for 'hello' command\r\n"
                     elif request[0].upper() == b"HELLO":
                         reply = encode([1, self.node_id, *self.hello_nodes])
@@ -206,3 +221,45 @@ def test_parse_nodes_and_urls() -> None:
         parse_url("http://a:1")
     with pytest.raises(ValueError):
         parse_url("disque://a:1?color=red")
+
+
+def wait_until(check: Callable[[], bool], what: str, deadline_s: float = 10.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {deadline_s} s: {what}")
+        time.sleep(0.02)
+
+
+def first_tried(cls: type[C], nodes: list[str], first: str) -> C:
+    """A client on `nodes` that tries `first` first (the order is random: draw again)."""
+    while True:
+        client = cls(nodes, socket_timeout=2)
+        if client.configured_nodes[0] == first:
+            return client
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        b"-LOADING Conveyor is loading the dataset in memory\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    ],
+)
+async def test_a_node_answering_hello_with_an_error_is_passed_over(
+    node: NodeProcess, raw: redis.Redis, error: bytes
+) -> None:
+    fake = FakeNode([], hello_error=error)
+    try:
+        nodes = [f"127.0.0.1:{fake.port}", f"127.0.0.1:{node.port}"]
+        with first_tried(Client, nodes, nodes[0]) as client:
+            assert client.connect() == nodes[1]
+            assert fake.requests  # it was asked first
+        fake.requests.clear()
+        async with first_tried(AsyncClient, nodes, nodes[0]) as aclient:
+            assert await aclient.connect() == nodes[1]
+            assert fake.requests
+        with pytest.raises(ReplyError, match=error[1:8].decode()):  # none other: its error
+            Client(nodes[:1], socket_timeout=2).connect()
+    finally:
+        fake.stop()
