@@ -104,6 +104,7 @@ class AsyncTransport(BaseClient):
             moved, moved_reply = await self._hello_on(better)
         except (ConnectionError, ReplyError):
             return client, reply, address  # the one that answered will do
+        await client.aclose()  # nobody else has it yet
         return moved, moved_reply, better
 
     async def _move(self, to: Address | None) -> None:

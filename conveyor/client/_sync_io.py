@@ -96,6 +96,7 @@ class SyncTransport(BaseClient):
             moved, moved_reply = self._hello_on(better)
         except (ConnectionError, ReplyError):
             return client, reply, address  # the one that answered will do
+        client.close()  # nobody else has it yet
         return moved, moved_reply, better
 
     def _move(self, to: Address | None) -> None:

@@ -263,3 +263,17 @@ async def test_a_node_answering_hello_with_an_error_is_passed_over(
             Client(nodes[:1], socket_timeout=2).connect()
     finally:
         fake.stop()
+
+
+async def test_async_move_to_a_better_node_closes_the_first_connection(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    real_id = raw.execute_command("CLUSTER", "MYID")
+    fake = FakeNode([[real_id, b"127.0.0.1", str(node.port).encode(), b"1"]])
+    fake.hello_nodes.insert(0, [fake.node_id, b"", str(fake.port).encode(), b"5"])
+    try:
+        async with AsyncClient([f"127.0.0.1:{fake.port}"], socket_timeout=2) as client:
+            assert await client.connect() == f"127.0.0.1:{node.port}"
+            wait_until(lambda: fake.open_connections() == 0, "the first connection closed")
+    finally:
+        fake.stop()
