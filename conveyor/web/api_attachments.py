@@ -4,14 +4,15 @@ it. See conveyor.web.attachments for the store and why the ID is the credential.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse
+from pydantic import AfterValidator
 
 from conveyor.web import schemas
 from conveyor.web.api_messages import attachment_url
-from conveyor.web.attachments import NAME_RE, check_name, save_stream
+from conveyor.web.attachments import MAX_NAME_BYTES, NAME_RE, check_name, fits, save_stream
 from conveyor.web.console import Console, console
 from conveyor.web.gateway import ApiError
 
@@ -34,7 +35,14 @@ _BODY = {
 )
 async def upload(
     request: Request,
-    name: str = Query(..., pattern=f"^{NAME_RE}$", description="the file name scripts see"),
+    name: Annotated[
+        str,
+        Query(
+            pattern=f"^{NAME_RE}$",
+            description=f"the file name scripts see, at most {MAX_NAME_BYTES} bytes in UTF-8",
+        ),
+        AfterValidator(fits),
+    ],
     c: Console = Depends(console),
 ) -> dict[str, Any]:
     """Store the raw request body (streamed to disk, MD5 computed on the way). Put the

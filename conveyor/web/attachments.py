@@ -31,7 +31,10 @@ CHUNK = 1024 * 1024
 KEEP_S = 30 * 86400.0
 _CLEAN_EVERY_S = 3600.0
 ID_RE = r"[A-Za-z0-9_-]{32}"
-NAME_RE = r"[^/\x00-\x1f.][^/\x00-\x1f]{0,254}"
+# The worker fetches a file into "<name>.part": 5 bytes more must fit the usual 255-byte
+# limit of a file name.
+MAX_NAME_BYTES = 250
+NAME_RE = rf"[^/\x00-\x1f.][^/\x00-\x1f]{{0,{MAX_NAME_BYTES - 1}}}"
 
 
 @dataclass
@@ -42,10 +45,24 @@ class Stored:
     size: int
 
 
+def fits(name: str) -> str:
+    """The name, if it fits in MAX_NAME_BYTES of UTF-8; ValueError says why not."""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: no file can have that name
+        raise ValueError("a file name must be valid Unicode") from None
+    if size > MAX_NAME_BYTES:
+        raise ValueError(f"a file name is at most {MAX_NAME_BYTES} bytes in UTF-8, not {size}")
+    return name
+
+
 def check_name(name: str) -> str:
     if not re.fullmatch(NAME_RE, name or ""):
         raise ApiError(400, "bad_attachment", f"attachment name not allowed: {name[:80]!r}")
-    return name
+    try:
+        return fits(name)
+    except ValueError as exc:
+        raise ApiError(400, "bad_attachment", f"attachment name {name[:80]!r}: {exc}") from None
 
 
 class Writer:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from conveyor.web.attachments import ID_RE as ATTACHMENT_ID_RE
+from conveyor.web.attachments import MAX_NAME_BYTES, fits
 from conveyor.web.ids import JOB_ID_RE, MAX_QUEUE_CHARS, MSG_ID_RE, QUEUE_RE
 
 MAX_INT = 2**31 - 1  # delays, TTLs and counts the console passes on to the node
@@ -284,10 +285,11 @@ AttachmentName = Annotated[
     str,
     Field(
         min_length=1,
-        max_length=255,
+        max_length=MAX_NAME_BYTES,
         pattern=r"^[^/\x00-\x1f.][^/\x00-\x1f]*$",
-        description="a file name",
+        description=f"a file name of at most {MAX_NAME_BYTES} bytes in UTF-8",
     ),
+    AfterValidator(fits),
 ]
 
 

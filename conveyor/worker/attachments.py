@@ -11,6 +11,7 @@ half-written or corrupted attachment.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import http.client
 import os
@@ -23,6 +24,8 @@ from conveyor.worker.envelope import Attachment, EnvelopeError
 
 CHUNK = 1024 * 1024
 TIMEOUT_S = 30.0  # per socket operation, not for the whole file
+# A file is fetched into "<name>.part": 5 bytes more must fit the usual 255-byte limit.
+MAX_NAME_BYTES = 250
 
 
 class FetchError(Exception):
@@ -33,6 +36,21 @@ class FetchError(Exception):
 def check_name(name: str) -> None:
     if not name or "/" in name or name.startswith(".") or "\0" in name:
         raise EnvelopeError(f"attachment name not allowed: {name!r}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: no file can have that name
+        raise EnvelopeError(f"attachment name not allowed: {name!r}") from None
+    if size > MAX_NAME_BYTES:
+        raise EnvelopeError(
+            f"attachment name over {MAX_NAME_BYTES} bytes in UTF-8 ({size}): {name[:40]!r}…"
+        )
+
+
+def _too_long(exc: OSError, name: str) -> None:
+    """A name this file system cannot hold (some allow fewer than 255 bytes): the message
+    can never run here, so it is bad, not a fetch to try again."""
+    if exc.errno == errno.ENAMETOOLONG:
+        raise EnvelopeError(f"attachment name too long for this file system: {name[:40]!r}…")
 
 
 def write_all(attachments: list[Attachment], directory: Path) -> None:
@@ -50,7 +68,11 @@ def write_all(attachments: list[Attachment], directory: Path) -> None:
             fetch(attachment, target)
         else:
             attachment.verify()
-            target.write_bytes(attachment.data)
+            try:
+                target.write_bytes(attachment.data)
+            except OSError as exc:
+                _too_long(exc, attachment.name)
+                raise
 
 
 def _already_fetched(target: Path, attachment: Attachment) -> bool:
@@ -89,6 +111,8 @@ def fetch(attachment: Attachment, target: Path) -> None:
         raise FetchError(f"attachment {attachment.name!r}: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         _discard(part)
+        if isinstance(exc, OSError):
+            _too_long(exc, attachment.name)
         raise FetchError(f"attachment {attachment.name!r}: {exc}") from None
     except BaseException:
         _discard(part)

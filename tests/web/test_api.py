@@ -194,6 +194,30 @@ def test_rq_routes_and_messages(
     _error(api.get("/queues/nodir/messages"), 404, "no_queue_dir")
 
 
+def test_attachment_names_fit_the_workers_file_names(
+    web: WebProcess, api: httpx.Client, worker: Background, queues_dir: Path
+) -> None:
+    # The worker fetches into "<name>.part": a name over 250 bytes cannot be written there
+    # (255 bytes at most), and such a message used to go round until its resends ran out.
+    data = base64.b64encode(b"hi").decode()
+    for name in ("é" * 128, "a" * 251):
+        message = {"attachments": [{"name": name, "data": data}]}
+        answer = api.post("/queues/jobs/messages", json=message)
+        assert "at most 250" in _error(answer, 422, "invalid")["message"]
+    raw = {"content-type": "application/octet-stream"}
+    answer = api.post("/attachments", params={"name": "é" * 128}, content=b"hi", headers=raw)
+    assert "at most 250 bytes in UTF-8, not 256" in _error(answer, 422, "invalid")["message"]
+    files = {"attachment": ("é" * 128, b"hi", "text/plain")}
+    answer = httpx.post(f"{web.url}/q/jobs/new_message", data={"x_format": "json"}, files=files)
+    assert "at most 250 bytes" in _error(answer, 400, "bad_attachment")["message"]
+    name = "é" * 125  # 250 bytes: taken, fetched and given to the script
+    message = {"params": {"param1": "x"}, "attachments": [{"name": name, "data": data}]}
+    answer = api.post("/queues/jobs/messages", json=message)
+    assert answer.status_code == 201, answer.text
+    done = _message(api, answer.json()["url"], "done")
+    assert (queues_dir / "jobs" / "done" / done["dir"] / "attach" / name).read_bytes() == b"hi"
+
+
 def test_json_message_api_and_paging(api: httpx.Client, worker: Background) -> None:
     data = base64.b64encode(b"\x00\x01binary").decode()
     urls = []

@@ -3,14 +3,19 @@ never a worker that dies or a message delivered again and again."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import http.server
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conveyor.client import Client
-from conveyor.worker.envelope import Envelope, EnvelopeError
+from conveyor.worker import attachments
+from conveyor.worker.envelope import Attachment, Envelope, EnvelopeError
 from conveyor.worker.script import ScriptHooks, run_script
 from tests.servers import NodeProcess
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
@@ -27,6 +32,13 @@ BAD = {
         "not a message envelope: bad envelope field: cannot convert float infinity to integer",
     ),
     "nested_too_deeply": (b"[" * 100_000, "not a message envelope: job body is JSON nested"),
+    # 256 bytes: "<name>.part" could never be a file name (255 bytes at most).
+    "long_attachment_name": (
+        Envelope(
+            attachments=[Attachment("é" * 128, b"hi", hashlib.md5(b"hi").hexdigest())]
+        ).to_json(),
+        "attachment name over 250 bytes in UTF-8 (256)",
+    ),
 }
 
 
@@ -89,3 +101,46 @@ def test_a_script_that_cannot_start_closes_its_pipes(tmp_path: Path) -> None:
         assert result.state == "err"
         assert result.text == "could not start the script: embedded null byte"
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+class _Hi(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"hi")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hi_url() -> Iterator[str]:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Hi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/hi"
+    server.shutdown()
+    server.server_close()
+
+
+def test_attachment_names_that_cannot_be_files_are_bad_envelopes(
+    tmp_path: Path, hi_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    md5 = hashlib.md5(b"hi").hexdigest()
+    # 252 bytes fit a file name, not "<name>.part": the fetch failed and was tried again.
+    for name in ("a" * 252, "é" * 128, "\ud800"):
+        for attachment in (Attachment(name, b"", md5, hi_url, 2), Attachment(name, b"hi", md5)):
+            with pytest.raises(EnvelopeError, match="attachment name"):
+                attachments.write_all([attachment], tmp_path / "attach")
+    attachments.write_all([Attachment("é" * 125, b"", md5, hi_url, 2)], tmp_path / "fetched")
+    assert (tmp_path / "fetched" / ("é" * 125)).read_bytes() == b"hi"  # 250 bytes: fits
+
+    # A file system with a shorter limit than 255 bytes: refused there just the same.
+    def too_long(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+
+    monkeypatch.setattr(Path, "write_bytes", too_long)
+    monkeypatch.setattr(attachments, "open", too_long, raising=False)
+    for attachment in (Attachment("b" * 200, b"", md5, hi_url, 2), Attachment("c", b"hi", md5)):
+        with pytest.raises(EnvelopeError, match="too long for this file system"):
+            attachments.write_all([attachment], tmp_path / "short")
