@@ -174,3 +174,38 @@ def test_schedules_of_a_cron_no_date_matches_have_no_next_run(tmp_path: Path) ->
     found = schedules(config)
     assert [s["next_run"] is None for s in found] == [True, False]
     assert found[1]["params"] == {"param1": "p"}
+
+
+def test_errors_across_queues_read_only_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    from types import SimpleNamespace
+    from typing import Any
+
+    from conveyor.web import api_errors, workdirs
+    from conveyor.worker.queuedir import MessageStore
+    from tests.web.conftest import make_queue
+
+    expected = []  # every err message, in the order the API lists them
+    for name, count in (("a", 3), ("b", 4)):
+        store = MessageStore(make_queue(tmp_path, name, Path("/bin/true")))
+        for n in range(count):
+            path = store.move(store.enter_run(f"D-{name}{n}", {"id": f"D-{name}{n}"}), "err", "x")
+            os.utime(path, (1000.0 + n, 1000.0 + n))  # newer as n grows: listed first
+        expected += [(name, f"D-{name}{n}") for n in reversed(range(count))]
+    console: Any = SimpleNamespace(dirs=workdirs.QueueDirs([tmp_path]))
+    reads = []
+    summary = workdirs._summary
+    monkeypatch.setattr(workdirs, "_summary", lambda *a: reads.append(a) or summary(*a))
+
+    def page(offset: int, limit: int, search: str = "") -> tuple[int, list[tuple[str, str]]]:
+        found = api_errors.errors(console, None, search, offset, limit)
+        return found["total"], [(item["queue"], item["id"]) for item in found["items"]]
+
+    # The page spans both queues; only its three messages are read, the rest counted.
+    assert page(2, 3) == (7, expected[2:5]) and len(reads) == 3
+    for offset, limit in ((0, 50), (0, 1), (3, 1), (3, 4), (6, 5), (7, 5), (100, 5)):
+        assert page(offset, limit) == (7, expected[offset : offset + limit])
+    assert page(1, 2, search="d-b") == (4, [("b", "D-b2"), ("b", "D-b1")])
+    assert api_errors.errors(console, "b", "", 1, 2)["items"][0]["id"] == "D-b2"
