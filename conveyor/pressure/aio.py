@@ -1,11 +1,14 @@
 """`AsyncPressureQueue`: the asyncio twin of `PressureQueue`, on `redis.asyncio`.
 
 It runs the very same protocol generators; only the I/O differs. Cancelling a waiting
-coroutine (e.g. `asyncio.wait_for`) gives its role token back like any other failure.
+coroutine (e.g. `asyncio.wait_for`) gives its role token back like any other failure; a
+BRPOP in flight is waited for first (at most its chunk), so what Redis popped for it is
+given back too rather than lost with the connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,8 +27,15 @@ from conveyor.pressure.config import (
 from conveyor.pressure.errors import QueueClosed
 from conveyor.pressure.protocol import Batch, Eval, QueueStats, Step, UnlockResult
 from conveyor.pressure.queue import Data, QueueSettings, encode, translate
+from conveyor.pressure.steps import WAIT_CHUNK, give_back
 
 T = TypeVar("T")
+# How long a cancelled BRPOP's reply is still waited for: its own timeout (at most one
+# chunk) and a margin for the round trip.
+GIVE_BACK_WAIT = WAIT_CHUNK + 1.0
+# Give-backs still running after their caller was cancelled again: a task the loop only
+# holds weakly must not be collected half way.
+_giving_back: set[asyncio.Task[None]] = set()
 
 
 async def _eval(client: aredis.Redis, call: Eval) -> Any:
@@ -40,9 +50,46 @@ async def _eval(client: aredis.Redis, call: Eval) -> Any:
         )
 
 
+async def _pop(client: aredis.Redis, batch: Batch) -> list[Any]:
+    """A BRPOP that cancellation cannot make lose what it popped.
+
+    Once sent, Redis may serve it at any moment; cancelled before the reply is read,
+    redis-py would drop the connection with the reply (an element, a role or room token)
+    still in it. So the BRPOP runs shielded and, on cancellation, its reply is still
+    awaited and what it took pushed back, before the CancelledError goes on into the step.
+    """
+    pending = asyncio.ensure_future(client.execute_command(*batch.commands[0]))
+    try:
+        return [await asyncio.shield(pending)]
+    except asyncio.CancelledError:
+        undo = asyncio.ensure_future(_give_back(client, batch, pending))
+        _giving_back.add(undo)
+        undo.add_done_callback(_giving_back.discard)
+        await asyncio.shield(undo)  # cancelled again: it still finishes, unawaited
+        raise
+
+
+async def _give_back(client: aredis.Redis, batch: Batch, pending: asyncio.Future[Any]) -> None:
+    done, _ = await asyncio.wait({pending}, timeout=GIVE_BACK_WAIT)
+    if not done:
+        pending.cancel()  # drops the connection: what it took, if anything, is lost
+        return
+    if pending.cancelled() or pending.exception() is not None:
+        return
+    undo = give_back(batch, pending.result())
+    if undo is None:
+        return
+    try:
+        await _execute(client, undo)
+    except redis.RedisError:
+        pass  # lost with the connection, like a reply lost; `unlock` repairs what strands
+
+
 async def _execute(client: aredis.Redis, batch: Batch | Eval) -> list[Any]:
     if isinstance(batch, Eval):
         return [await _eval(client, batch)]
+    if batch.popped is not None:
+        return await _pop(client, batch)
     if len(batch.commands) == 1 and not batch.transaction:
         return [await client.execute_command(*batch.commands[0])]
     pipe = client.pipeline(transaction=batch.transaction)

@@ -133,7 +133,7 @@ def put(
         if reply[0] == WAIT:
             # Full: we hold the role and wait for room (delete wakes us by pushing
             # :not_full after removing :bound, which the script then notices).
-            if (yield from wait_pop((keys.not_full,), deadline, keys.bound)) is None:
+            if (yield from wait_pop((keys.not_full,), "token", deadline, keys.bound)) is None:
                 raise QueueFull(f"queue {keys.name!r} is full")
             # Until the script runs, a failure must give the room back.
             on_release = list(push_token(keys.not_full))
@@ -164,7 +164,7 @@ def get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Ste
             scripts.check(keys, reply)
             return bytes(reply[1])
         # Empty and open: we hold the role and wait for an element or a close.
-        popped = yield from wait_pop((keys.queue, keys.closed), deadline, keys.bound)
+        popped = yield from wait_pop((keys.queue, keys.closed), "value", deadline, keys.bound)
         if popped is None:
             raise QueueEmpty(f"queue {keys.name!r} is empty")
         source, item = popped
@@ -227,7 +227,7 @@ def delete(keys: QueueKeys, *, timeout: float | None) -> Step[None]:
         (keys.producer_free, keys.producer, "producer"),
         (keys.consumer_free, keys.consumer, "consumer"),
     ):
-        if (yield from wait_pop((free_key,), deadline, None)) is None:
+        if (yield from wait_pop((free_key,), "token", deadline, None)) is None:
             (holder,) = yield one("GET", holder_key)
             raise QueueInUse(
                 f"delete of queue {keys.name!r} is waiting for the {role} role, "

@@ -11,7 +11,7 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from hashlib import sha1
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from redis.exceptions import ResponseError
 
@@ -29,6 +29,9 @@ WAIT_CHUNK = 1.0
 MIN_WAIT = 0.01
 # A script's answer when it stopped holding the role for the client to wait (see `scripts`).
 WAIT = b"WAIT"
+# What a BRPOP takes: role or room tokens, or values (elements, close markers). Either way
+# it is given back if its caller is cancelled once Redis has served it (see `give_back`).
+PopKind = Literal["token", "value"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class Batch:
 
     commands: tuple[Command, ...]
     transaction: bool
+    popped: PopKind | None = None  # set on a lone BRPOP (see `blocking_pop`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,24 @@ def one(*command: Arg) -> Batch:
 
 def multi(*commands: Command) -> Batch:
     return Batch(commands, transaction=True)
+
+
+def blocking_pop(lists: tuple[str, ...], wait: float, kind: PopKind) -> Batch:
+    return Batch((("BRPOP", *lists, wait),), transaction=False, popped=kind)
+
+
+def give_back(batch: Batch, reply: Any) -> Batch | None:
+    """What undoes the pop of a BRPOP served after its caller was cancelled (the asyncio
+    driver waits for that reply rather than let it vanish with the connection); None
+    when there is nothing to undo. The step is then failed as if the BRPOP had taken
+    nothing: it owes back only what it held before."""
+    if batch.popped is None or reply is None:
+        return None
+    key, value = reply
+    if batch.popped == "token":
+        return multi(*push_token(key))
+    # RPUSH: BRPOP takes from the right, so the element is the next one taken again.
+    return multi(("RPUSH", key, value))
 
 
 class Deadline:
@@ -119,7 +141,7 @@ def has_room(bound: int, length: int) -> bool:
     return bound == 0 or length < bound
 
 
-def push_token(key: str) -> tuple[Command, Command]:
+def push_token(key: str | bytes) -> tuple[Command, Command]:
     # LTRIM keeps the list at one element even if a token was pushed twice (e.g. by unlock
     # racing a holder), so exclusivity heals instead of doubling.
     return ("LPUSH", key, 0), ("LTRIM", key, 0, 0)
@@ -171,11 +193,12 @@ def wait_role(keys: QueueKeys, free_key: str, deadline: Deadline) -> Step[bool]:
 
 
 def wait_pop(
-    lists: tuple[str, ...], deadline: Deadline, bound_key: str | None
+    lists: tuple[str, ...], kind: PopKind, deadline: Deadline, bound_key: str | None
 ) -> Step[tuple[bytes, bytes] | None]:
-    """BRPOP from `lists` in chunks; (key, value), or None at the deadline."""
+    """BRPOP from `lists` (all holding `kind`) in chunks; (key, value), or None at the
+    deadline."""
     while (wait := deadline.next_wait()) is not None:
-        (reply,) = yield one("BRPOP", *lists, wait)
+        (reply,) = yield blocking_pop(lists, wait, kind)
         if reply is not None:
             return bytes(reply[0]), bytes(reply[1])
         if bound_key is not None:

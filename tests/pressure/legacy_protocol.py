@@ -65,7 +65,7 @@ def legacy_put(
         if room is None:
             popped = None
             if block:
-                popped = yield from wait_pop((keys.not_full,), deadline, keys.bound)
+                popped = yield from wait_pop((keys.not_full,), "token", deadline, keys.bound)
             if popped is None:
                 raise QueueFull(f"queue {keys.name!r} is full")
             on_release = list(push_token(keys.not_full))
@@ -118,7 +118,9 @@ def legacy_get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None)
                 raise closed_error(keys)
             popped = None
             if block:
-                popped = yield from wait_pop((keys.queue, keys.closed), deadline, keys.bound)
+                popped = yield from wait_pop(
+                    (keys.queue, keys.closed), "value", deadline, keys.bound
+                )
             if popped is None:
                 raise QueueEmpty(f"queue {keys.name!r} is empty")
             source, item = popped

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis
-from pressure_helpers import RedisServer, free_port, keyspace
+from pressure_helpers import QueueFactory, RedisServer, free_port, keyspace
 
 from conveyor.pressure import (
     AsyncPressureQueue,
@@ -135,3 +135,48 @@ async def test_unreachable_redis() -> None:
     async with AsyncPressureQueue("q", redis_url=f"redis://127.0.0.1:{port}/0") as q:
         with pytest.raises(PressureConnectionError, match=f"127.0.0.1:{port}"):
             await q.put("x")
+
+
+async def blocked(raw: redis.Redis, count: int) -> None:
+    """Wait until `count` clients are blocked in Redis (in their BRPOPs)."""
+    for _ in range(500):
+        if raw.info("clients")["blocked_clients"] == count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never {count} blocked clients")
+
+
+async def test_cancelled_get_gives_back_the_element_redis_popped_for_it(
+    make_aqueue: AsyncFactory, make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_aqueue()
+    await q.create(bound=1)
+    getter = asyncio.create_task(q.get())
+    await blocked(raw, 1)
+    # From this thread, so the loop cannot read the BRPOP's reply before the cancel: Redis
+    # hands the element to the waiting BRPOP, then the task is cancelled.
+    make_queue().put("payload")
+    getter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await getter
+    stats = await q.stats()
+    assert (stats.length, stats.consumed_messages, stats.consumer_busy) == (1, 0, False)
+    assert await q.get_nowait() == b"payload"  # not lost
+    await make_aqueue().put("next", timeout=5)  # and the queue is not wedged full
+    assert await q.get_nowait() == b"next"
+
+
+async def test_an_element_given_back_is_the_next_one_got(
+    make_aqueue: AsyncFactory, make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_aqueue()
+    await q.create()
+    getter = asyncio.create_task(q.get())
+    await blocked(raw, 1)
+    producer = make_queue()
+    producer.put("first")  # served to the waiting BRPOP
+    producer.put("second")
+    getter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await getter
+    assert [await q.get_nowait(), await q.get_nowait()] == [b"first", b"second"]
