@@ -181,7 +181,7 @@ def run_script(call: Eval, role: Role) -> Step[list[Any]]:
 def wait_role(keys: QueueKeys, free_key: str, deadline: Deadline) -> Step[bool]:
     """BRPOP a role token in chunks; raise QueueDoesNotExist if the queue goes away meanwhile."""
     while (wait := deadline.next_wait()) is not None:
-        (token,) = yield one("BRPOP", free_key, wait)
+        (token,) = yield blocking_pop((free_key,), wait, "token")
         if token is not None:
             return True
         # A delete takes the token itself and removes the list, so without this check a

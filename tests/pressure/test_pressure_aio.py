@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -180,3 +181,27 @@ async def test_an_element_given_back_is_the_next_one_got(
     with pytest.raises(asyncio.CancelledError):
         await getter
     assert [await q.get_nowait(), await q.get_nowait()] == [b"first", b"second"]
+
+
+async def test_cancelled_wait_for_a_role_gives_back_the_token_redis_popped_for_it(
+    make_aqueue: AsyncFactory, make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_aqueue()
+    await q.create()
+    holder = make_queue()
+    holding = threading.Thread(target=holder.get)  # holds the consumer role, waiting
+    holding.start()
+    await blocked(raw, 1)
+    waiter = asyncio.create_task(make_aqueue(client_uid="waiter").get())
+    await blocked(raw, 2)  # the waiter is in its BRPOP on :consumer_free
+    make_queue().put("x")
+    # The holder gets the element and returns the role, which Redis hands to the waiter's
+    # BRPOP; joined from this thread, so the loop cannot read that reply before the cancel.
+    holding.join(10)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert raw.llen(q.keys.consumer_free) == 1
+    assert (await q.stats()).consumer_busy is False
+    with pytest.raises(QueueEmpty):  # not QueueInUse: the role is free
+        await q.get_nowait()
