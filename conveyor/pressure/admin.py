@@ -97,7 +97,7 @@ def unlock(
     force: bool,
     is_alive: Callable[[str | None], bool | None],
 ) -> Step[UnlockResult]:
-    """Give back role tokens stranded by dead holders, and :not_full if room was lost with them.
+    """Give back role tokens stranded by dead holders, and :not_full where room was lost.
 
     Works without :bound too, so a delete stuck waiting for a dead holder's token can finish.
     """
@@ -128,10 +128,13 @@ def unlock(
         commands.extend(push_token(keys.producer_free))
     if release["consumer"]:
         commands.extend(push_token(keys.consumer_free))
-    # A producer killed between taking :not_full and pushing its element takes the room
-    # with it; with an empty queue the consumer would then never push it back.
+    # Room without :not_full is lost room: a producer killed between taking :not_full and
+    # pushing, or a consumer whose popped element was lost before it pushed :not_full
+    # back (killed, or its connection dropped with the BRPOP's reply); an empty queue
+    # would then never get it back. Only a producer may hold :not_full legitimately
+    # (taken, its element not pushed yet), so not while one holds the role.
     restore_room = (
-        release["producer"]
+        (p_free or release["producer"])
         and bound is not None
         and not not_full
         and has_room(to_int(bound, keys.bound), int(size))

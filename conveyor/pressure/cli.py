@@ -208,7 +208,7 @@ def ls(long_format: bool) -> None:
 @click.option("--force", is_flag=True, help="Even if the holder looks alive (same host, live pid).")
 @_reported
 def unlock(name: str, producer: bool, consumer: bool, force: bool) -> None:
-    """Give back the role(s) of queue NAME held by a crashed client."""
+    """Give back the role(s) of queue NAME held by a crashed client, and lost room."""
     both = not producer and not consumer
     result = (
         _settings()

@@ -134,6 +134,52 @@ def test_unlock_restores_lost_room(make_queue: QueueFactory, raw: redis.Redis) -
         q.put_nowait("z")
 
 
+def test_unlock_restores_room_lost_with_a_popped_element(
+    make_queue: QueueFactory, raw: redis.Redis, redis_server: RedisServer, prefix: str
+) -> None:
+    q = make_queue()
+    q.create(bound=1)
+    consumer = start_holder(redis_server, prefix, "consumer")
+    try:
+        wait_until(lambda: raw.info("clients")["blocked_clients"] == 1, timeout=15)
+        # Stopped in its BRPOP, the consumer cannot read what Redis hands it: the element
+        # goes with it, as with a connection that drops before the reply is read.
+        consumer.send_signal(signal.SIGSTOP)
+        q.put("lost")
+    finally:
+        kill(consumer)
+    stats = q.stats()
+    assert (stats.length, stats.consumer_busy, stats.producer_busy) == (0, True, False)
+    with pytest.raises(QueueFull):  # empty, yet full: the room went with the element
+        q.put("x", timeout=0.3)
+    result = q.unlock()
+    assert result.consumer_released and not result.producer_released
+    assert result.not_full_restored
+    q.put_nowait("x")
+    assert q.get_nowait() == b"x"
+
+
+def test_unlock_restores_room_with_no_role_to_give_back(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create(bound=1)
+    q.put("lost")
+    # A consumer whose connection dropped after Redis served its BRPOP, whose role its
+    # `finally` then gave back: the element and the room are gone, no role is stranded.
+    raw.rpop(q.keys.queue)
+    with pytest.raises(QueueFull):
+        q.put("x", timeout=0.3)
+    result = q.unlock()
+    assert not result.consumer_released and not result.producer_released
+    assert result.not_full_restored
+    q.put_nowait("x")
+    # A producer holding the role may hold :not_full (about to push): left alone.
+    raw.rpop(q.keys.producer_free)
+    raw.rpop(q.keys.queue)
+    assert q.unlock(producer=False).not_full_restored is False
+
+
 def test_unlock_refuses_live_holder_in_this_process(make_queue: QueueFactory) -> None:
     q = make_queue()
     q.create(bound=1)
