@@ -87,7 +87,12 @@ class AsyncTransport(BaseClient):
                 refused = exc
                 continue
             client, reply, address = await self._better(client, reply, address)
-            self._address, self._hello, self._prefer = address, reply, None
+            self._address, self._prefer = address, None
+            try:
+                await self._set_hello(reply)
+            except BaseException:  # cancelled while old peers closed: never handed out
+                await client.aclose()
+                raise
             return client
         if refused is not None:
             raise refused
@@ -149,8 +154,15 @@ class AsyncTransport(BaseClient):
         except ConnectionError:
             await self._drop(client)
             raise
-        self._hello = hello
+        await self._set_hello(hello)
         return hello
+
+    async def _set_hello(self, hello: Hello) -> None:
+        """See `SyncTransport._set_hello`."""
+        listed = self._learn_nodes(hello)
+        gone = [self._peers.pop(peer) for peer in list(self._peers) if peer not in listed]
+        for client in gone:
+            await self._retire(client)  # an ack in flight on it still gets its reply
 
     async def _refresh_hello(self) -> None:
         # The command itself got its reply: a failure here is for the next one to meet.

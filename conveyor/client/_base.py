@@ -118,6 +118,22 @@ class BaseClient:
         avoided = [address for address in unique if address in self._avoid]
         return [address for address in unique if address not in self._avoid] + avoided
 
+    def _learn_nodes(self, hello: Hello) -> set[Address]:
+        """Take `hello` as the nodes known; returns their addresses. What is kept per node
+        is forgotten for the nodes it no longer lists (they left or were forgotten), so
+        it stays bounded by the cluster's size however many nodes come and go. The
+        twins drop their peer connections to the same nodes."""
+        self._hello = hello
+        listed = {(node.host, node.port) for node in hello.nodes}
+        self._peer_health.keep_only(listed)
+        # Configured nodes and the current one are tried again whether listed or not.
+        reachable = listed | set(self._configured)
+        if self._address is not None:
+            reachable.add(self._address)
+        self._avoid &= reachable
+        self._resp2_nodes &= reachable
+        return listed
+
     def _route(self, refs: Iterable[JobRef]) -> Address | None:
         """The other node a command about these jobs goes to; None: where the client is
         (the jobs' maker is this node, unknown, or failed lately)."""

@@ -99,11 +99,7 @@ class PeerHealth:
 
     def failed(self, address: Address, now: float, listed: Iterable[Address]) -> float:
         """Count a failure of `address`; how long it is skipped from `now`."""
-        keep = set(listed)
-        # list() copies the keys in one step: `answered` may pop from another thread.
-        for known in list(self._down):
-            if known not in keep:
-                self._down.pop(known, None)
+        self.keep_only(listed)
         # The count stops growing at the cap, so the power stays small.
         failures = min(self._down.get(address, (0.0, 0))[1] + 1, 16)
         skip = min(PEER_DOWN_S * 2 ** (failures - 1), PEER_DOWN_MAX_S)
@@ -112,6 +108,14 @@ class PeerHealth:
 
     def answered(self, address: Address) -> None:
         self._down.pop(address, None)
+
+    def keep_only(self, listed: Iterable[Address]) -> None:
+        """Forget the nodes HELLO no longer lists (they left, or were forgotten)."""
+        keep = set(listed)
+        # list() copies the keys in one step: `answered` may pop from another thread.
+        for known in list(self._down):
+            if known not in keep:
+                self._down.pop(known, None)
 
 
 class JobSources:

@@ -79,7 +79,8 @@ class SyncTransport(BaseClient):
                 refused = exc
                 continue
             client, reply, address = self._better(client, reply, address)
-            self._address, self._hello, self._prefer = address, reply, None
+            self._address, self._prefer = address, None
+            self._set_hello(reply)
             return client
         if refused is not None:
             raise refused
@@ -145,8 +146,18 @@ class SyncTransport(BaseClient):
         except ConnectionError:
             self._drop(client)
             raise
-        self._hello = hello
+        self._set_hello(hello)
         return hello
+
+    def _set_hello(self, hello: Hello) -> None:
+        """`hello` becomes the nodes known. Peer connections to nodes it no longer lists
+        are let go: nothing routes to them any more, and kept they would add up with
+        every node that ever left the cluster."""
+        with self._lock:
+            listed = self._learn_nodes(hello)
+            gone = [self._peers.pop(peer) for peer in list(self._peers) if peer not in listed]
+        for client in gone:
+            self._retire(client)  # an ack in flight on it still gets its reply
 
     def _refresh_hello(self) -> None:
         # The command itself got its reply: a failure here is for the next one to meet.

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from conveyor.client import AsyncClient, Client
+from conveyor.client import AsyncClient, Client, Hello, NodeInfo
 from conveyor.client._routing import PEER_DOWN_MAX_S, PEER_DOWN_S, PeerHealth
 from tests.cluster.test_cluster_nodes import form, wait_for
 from tests.servers import NodeProcess
@@ -123,3 +124,62 @@ def test_peer_health_keeps_only_the_nodes_hello_lists() -> None:
         address = (f"10.0.0.{n}", 7711)
         health.failed(address, float(n), [address, ("10.0.0.200", 7711)])
     assert len(health) == 1
+
+
+def clients_on(node: NodeProcess) -> int:
+    """Client connections open on `node`, not counting the one asking."""
+    raw = node.client()
+    try:
+        return len(raw.execute_command("CLIENT", "LIST").splitlines()) - 1
+    finally:
+        raw.close()
+
+
+def node_id(node: NodeProcess) -> str:
+    return node.client().execute_command("CLUSTER", "MYID").decode()
+
+
+async def test_peers_hello_no_longer_lists_are_closed_and_forgotten(
+    pair: list[NodeProcess],
+) -> None:
+    maker, other = pair
+    ids = [
+        maker.client().execute_command("ADDJOB", "q", f"j{n}", 0, "REPLICATE", 2).decode()
+        for n in range(2)
+    ]
+    peer = ("127.0.0.1", maker.port)
+    client = Client([where(other)], socket_timeout=5)
+    aclient = AsyncClient([where(other)], socket_timeout=5)
+    try:
+        client.connect()
+        await aclient.connect()
+        before = clients_on(maker)
+        assert client.ack(ids[0]) == 1 and await aclient.ack(ids[1]) == 1  # on the maker
+        assert peer in client._peers and peer in aclient._peers
+        assert clients_on(maker) == before + 2
+        for each in (client, aclient):  # as after an ack to the maker had failed
+            each._peer_health.failed(peer, time.monotonic(), [peer])
+        # The maker leaves the cluster: each node forgets the other.
+        other.client().execute_command("CLUSTER", "FORGET", node_id(maker))
+        maker.client().execute_command("CLUSTER", "FORGET", node_id(other))
+        client.hello()
+        await aclient.hello()
+        assert [node.port for node in client.nodes] == [other.port]
+        assert [node.port for node in aclient.nodes] == [other.port]
+        assert client._peers == {} and aclient._peers == {}
+        assert len(client._peer_health) == 0 and len(aclient._peer_health) == 0
+        wait_for(lambda: clients_on(maker) == before, "the peer connections closed")
+    finally:
+        client.close()
+        await aclient.close()
+
+
+def test_what_is_kept_per_node_is_forgotten_once_hello_no_longer_lists_it() -> None:
+    configured, listed, gone = ("10.0.0.1", 7711), ("10.0.0.2", 7711), ("10.0.0.3", 7711)
+    client = Client(["10.0.0.1:7711"])  # never connects: no I/O here
+    client._avoid |= {configured, listed, gone}  # answered -LEAVING once
+    client._resp2_nodes |= {configured, listed, gone}  # refused RESP3 once
+    hello = Hello(2, "b" * 40, [NodeInfo("b" * 40, *listed, 1)])
+    assert client._learn_nodes(hello) == {listed}
+    # Configured nodes are tried again whatever HELLO says: what is known of them stays.
+    assert client._avoid == client._resp2_nodes == {configured, listed}
