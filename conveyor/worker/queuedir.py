@@ -87,28 +87,47 @@ class QueueConfig:
         num_workers = int(doc.get("num_workers", 1))
         if not 1 <= num_workers <= 128:
             raise ValueError("'num_workers' must be in 1..128")
-        env_vars = doc.get("env_vars") or {}
-        if not isinstance(env_vars, dict):
-            raise ValueError("'env_vars' must be an object")
         config = cls(
-            name=name,
-            script=script,
+            name=_no_nul(name, "'name'"),
+            script=_no_nul(script, "'script'"),
             directory=directory.resolve(),
             num_workers=num_workers,
-            exec_prefix=str(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)),
-            env_vars={str(k): str(v) for k, v in env_vars.items()},
+            exec_prefix=_no_nul(str(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)), "'exec_prefix'"),
+            env_vars=_env_vars(doc.get("env_vars") or {}),
             coalesce_params=_param_numbers(doc, "coalesce_params"),
             blocking_params=_param_numbers(doc, "blocking_params"),
             schedule=_schedule(doc.get("schedule") or []),
             timeout=float(doc.get("timeout", 3600)),
             retry=int(doc.get("retry", 30)),
             keep_done=float(doc.get("keep_done", 7 * 86400)),
-            env=str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))),
+            env=_no_nul(
+                str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))), "'env'"
+            ),
             dup_reply_id=bool(doc.get("dup_reply_id", True)),
         )
         if config.timeout <= 0 or config.retry < 1:
             raise ValueError("'timeout' must be > 0 and 'retry' >= 1")
         return config
+
+
+def _no_nul(text: str, where: str) -> str:
+    """`text`, refused if it holds a NUL. No path, argument or environment variable can
+    carry one: accepted, it would fail every message's run, not the config's load."""
+    if "\0" in text:
+        raise ValueError(f"{where} must not contain a NUL character (\\0): {text!r}")
+    return text
+
+
+def _env_vars(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError("'env_vars' must be an object")
+    env: dict[str, str] = {}
+    for key, item in value.items():
+        name = _no_nul(str(key), "'env_vars' names")
+        if "=" in name:  # the exec of every run would refuse the environment
+            raise ValueError(f"'env_vars' names must not contain '=': {name!r}")
+        env[name] = _no_nul(str(item), f"'env_vars' value of {name!r}")
+    return env
 
 
 def _param_numbers(doc: dict[str, Any], key: str) -> list[int]:
@@ -127,8 +146,13 @@ def _schedule(value: Any) -> list[ScheduleEntry]:
     for item in value:
         if not isinstance(item, dict) or not isinstance(item.get("cron"), str):
             raise ValueError("each schedule entry needs a 'cron' string")
-        validate_cron(item["cron"])
-        params = {k: str(v) for k, v in item.items() if k.startswith("param")}
+        validate_cron(_no_nul(item["cron"], "'schedule' cron"))
+        # A param becomes an RQ_PARAMn variable of each tick's run.
+        params = {
+            _no_nul(k, "'schedule' param names"): _no_nul(str(v), f"'schedule' {k}")
+            for k, v in item.items()
+            if k.startswith("param")
+        }
         entries.append(ScheduleEntry(item["cron"], params))
     return entries
 

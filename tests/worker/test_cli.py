@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -88,6 +89,39 @@ def test_config_validation_and_cleaner(tmp_path: Path) -> None:
     assert store.clean(keep_s=3600) == 0
     assert store.clean(keep_s=3600, now=time.time() + 7200) == 2
     assert store.status("D-3") is not None and store.status("D-1") is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "q\0"}, "'name' must not contain a NUL character"),
+        ({"script": "/bin/\0true"}, "'script' must not contain a NUL character"),
+        ({"exec_prefix": "bash\0 -lc"}, "'exec_prefix' must not contain a NUL character"),
+        ({"env_vars": {"A\0B": "1"}}, "'env_vars' names must not contain a NUL character"),
+        ({"env_vars": {"A": "1\0"}}, "'env_vars' value of 'A' must not contain a NUL"),
+        ({"env_vars": {"A=B": "1"}}, "'env_vars' names must not contain '='"),
+        ({"env": "prod\0"}, "'env' must not contain a NUL character"),
+        ({"schedule": [{"cron": "@hourly\0"}]}, "'schedule' cron must not contain a NUL"),
+        (
+            {"schedule": [{"cron": "@hourly", "param1": "a\0"}]},
+            "'schedule' param1 must not contain a NUL character",
+        ),
+        (
+            {"schedule": [{"cron": "@hourly", "param1\0": "a"}]},
+            "'schedule' param names must not contain a NUL character",
+        ),
+    ],
+)
+def test_a_nul_in_any_config_string_is_refused_naming_the_field(
+    tmp_path: Path, fields: dict[str, Any], message: str
+) -> None:
+    # Accepted, each would fail at every run instead: a script path os.path.realpath
+    # refuses (a slot retrying forever), an environment the exec refuses (every message
+    # to err).
+    doc = {"name": "q", "script": "/bin/true", **fields}
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(QueueConfigError, match=re.escape(message)):
+        QueueConfig.load(tmp_path)
 
 
 def test_a_move_to_where_the_message_is_keeps_it(tmp_path: Path) -> None:
