@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -92,7 +93,7 @@ class QueueConfig:
             script=_no_nul(script, "'script'"),
             directory=directory.resolve(),
             num_workers=num_workers,
-            exec_prefix=_no_nul(str(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)), "'exec_prefix'"),
+            exec_prefix=_exec_prefix(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)),
             env_vars=_env_vars(doc.get("env_vars") or {}),
             coalesce_params=_param_numbers(doc, "coalesce_params"),
             blocking_params=_param_numbers(doc, "blocking_params"),
@@ -116,6 +117,15 @@ def _no_nul(text: str, where: str) -> str:
     if "\0" in text:
         raise ValueError(f"{where} must not contain a NUL character (\\0): {text!r}")
     return text
+
+
+def _exec_prefix(value: Any) -> str:
+    prefix = _no_nul(str(value), "'exec_prefix'")
+    try:
+        shlex.split(prefix)  # as each run splits it (script.build_command)
+    except ValueError as exc:
+        raise ValueError(f"'exec_prefix' is not shell words ({exc}): {prefix!r}") from None
+    return prefix
 
 
 def _env_vars(value: Any) -> dict[str, str]:

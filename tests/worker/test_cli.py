@@ -97,6 +97,7 @@ def test_config_validation_and_cleaner(tmp_path: Path) -> None:
         ({"name": "q\0"}, "'name' must not contain a NUL character"),
         ({"script": "/bin/\0true"}, "'script' must not contain a NUL character"),
         ({"exec_prefix": "bash\0 -lc"}, "'exec_prefix' must not contain a NUL character"),
+        ({"exec_prefix": 'bash -lc "'}, "'exec_prefix' is not shell words (No closing quotation)"),
         ({"env_vars": {"A\0B": "1"}}, "'env_vars' names must not contain a NUL character"),
         ({"env_vars": {"A": "1\0"}}, "'env_vars' value of 'A' must not contain a NUL"),
         ({"env_vars": {"A=B": "1"}}, "'env_vars' names must not contain '='"),
@@ -112,12 +113,12 @@ def test_config_validation_and_cleaner(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_a_nul_in_any_config_string_is_refused_naming_the_field(
+def test_a_config_string_no_run_could_use_is_refused_naming_the_field(
     tmp_path: Path, fields: dict[str, Any], message: str
 ) -> None:
     # Accepted, each would fail at every run instead: a script path os.path.realpath
-    # refuses (a slot retrying forever), an environment the exec refuses (every message
-    # to err).
+    # refuses or a prefix shlex cannot split (a slot retrying forever), an environment
+    # the exec refuses (every message to err).
     doc = {"name": "q", "script": "/bin/true", **fields}
     (tmp_path / "config.json").write_text(json.dumps(doc))
     with pytest.raises(QueueConfigError, match=re.escape(message)):
