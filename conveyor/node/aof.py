@@ -65,6 +65,8 @@ class AofDriver(RewriteMixin):
         self._stuck: list[Held] = []
         self._stuck_conns: set[int] = set()
         self.sync_inflight = False
+        # Files replaced or closed while an fsync may still use them: closed after it.
+        self._retired: list[AppendFile] = []
         self.failed = False  # the last write or fsync failed (MISCONF)
         self.delayed_fsync = 0
         self.loading = False
@@ -133,7 +135,7 @@ class AofDriver(RewriteMixin):
         self.server.refresh_event_recording()
 
     def _close_live(self) -> None:
-        """Write what is buffered, fsync, close (appendonly no, shutdown)."""
+        """Write what is buffered, fsync, let the file go (appendonly no, shutdown)."""
         live = self.live
         if live is None:
             return
@@ -142,8 +144,24 @@ class AofDriver(RewriteMixin):
             live.sync()
         except OSError as exc:
             log.warning("fsync of the AOF before closing it: %s", exc)
-        live.close()
+        self.retire(live)
         self.live = None
+
+    def retire(self, file: AppendFile) -> None:
+        """Close `file` once no fsync uses it: closed under a running fdatasync, its
+        descriptor would fail it, or be reused by another file and sync that one."""
+        if self.sync_inflight:
+            self._retired.append(file)
+        else:
+            self._close_off_loop(file)
+
+    def _close_off_loop(self, file: AppendFile) -> None:
+        # A file renamed over is unlinked: its last close frees all its blocks, tens of
+        # ms for a large one. Not in the event loop (Disque closes it in a bio thread).
+        try:
+            self._rewrite_executor.submit(file.close)
+        except RuntimeError:  # shut down: the node is stopping, nothing else uses it
+            file.close()
 
     # -- records in --------------------------------------------------------------------------
     def feed(self, events: list[JobEvent]) -> None:
@@ -234,28 +252,39 @@ class AofDriver(RewriteMixin):
 
     def _sync_done(self, synced: object, exc: BaseException | None) -> None:
         self.sync_inflight = False
-        if exc is not None:
-            live = self.live
-            if live is None or synced is not live:  # closed or replaced meanwhile
-                self.release(self._inflight)
-                self._inflight = []
-                return
-            log.warning("fsync of the AOF failed: %s", exc)
-            live.written_since_sync = True
-            if isinstance(exc, OSError):
-                live.last_error = exc
-            self._set_failed(True)
-            self._hold_stuck(self._inflight)
-            self._inflight = []
-            self._arm_retry()
+        retired, self._retired = self._retired, []
+        for file in retired:
+            self._close_off_loop(file)
+        live = self.live
+        if exc is None or live is None:
+            # Synced; or closed meanwhile (appendonly no, shutdown), after an fsync of its
+            # own: nothing gates these replies any more.
+            self.release(self._inflight)
+        elif synced is live:
+            self._sync_failed(live, exc)
             return
-        self.release(self._inflight)
+        else:
+            # A rewrite replaced the file meanwhile. The new one holds these replies'
+            # records too: they wait for its next fsync.
+            log.warning("fsync of the AOF replaced by a rewrite failed: %s", exc)
+            self.waiting[:0] = self._inflight
+            live.written_since_sync = True
         self._inflight = []
         if self.waiting and self.server.reply_gate is not None and not self.failed:
             if self.always and self._needs_sync():
                 self._start_sync(carry_replies=True)
             else:
                 self.release(self.waiting)
+
+    def _sync_failed(self, live: AppendFile, exc: BaseException) -> None:
+        log.warning("fsync of the AOF failed: %s", exc)
+        live.written_since_sync = True
+        if isinstance(exc, OSError):
+            live.last_error = exc
+        self._set_failed(True)
+        self._hold_stuck(self._inflight)
+        self._inflight = []
+        self._arm_retry()
 
     def _hold_back_for_failure(self) -> None:
         # Held replies may answer commands whose records did not reach the file: they
@@ -351,12 +380,17 @@ class AofDriver(RewriteMixin):
     # -- shutdown ----------------------------------------------------------------------------
     def close(self) -> None:
         """At shutdown: everything buffered written and synced, the file closed."""
+        # The fsync thread first (it finishes the fsync it runs): then no file closed
+        # below is still in use.
+        if self._sync_thread is not None:
+            self._sync_thread.stop()
+            self._sync_thread = None
         self.cancel_rewrite()
         self._close_live()
         self.release(self._inflight)
         self.release(self._stuck)
         self.release(self.waiting)
-        if self._sync_thread is not None:
-            self._sync_thread.stop()
-            self._sync_thread = None
+        for file in self._retired:
+            file.close()
+        self._retired = []
         self._rewrite_executor.shutdown(wait=True)

@@ -130,7 +130,7 @@ class RewriteMixin:
     def _rewrite_failed(self, exc: BaseException) -> None:
         log.warning("Background AOF rewrite failed: %s", exc)
         if self.rewrite is not None:
-            self.rewrite.abandon()
+            self._drop_rewrite_file(self.rewrite)
         self.rewrite = None
         self.rewrite_finishing = False
         self.last_bgrewrite_ok = False
@@ -160,10 +160,7 @@ class RewriteMixin:
         if old is not None or self.rewrite_becomes_live:
             if old is not None:
                 old.flush()
-                # The renamed-over file is unlinked: its last close frees all its blocks,
-                # which takes tens of ms for a large one. Not in the event loop (Disque
-                # closes it in a bio thread too).
-                self._rewrite_executor.submit(old.close)
+                self.retire(old)
             self.live = new_file
             self.base_size = new_file.size
             if self.rewrite_becomes_live:
@@ -171,7 +168,7 @@ class RewriteMixin:
                 log.info("AOF rewrite: the new file is live (appendonly yes)")
             self._policy_changed()
         else:
-            new_file.close()
+            self.retire(new_file)
         log.info(
             "Background AOF rewrite finished successfully: %d jobs; the event loop was held "
             "%.1f ms at most (ID list %.1f ms, switch %.1f ms)",
@@ -184,10 +181,15 @@ class RewriteMixin:
         if self.rewrite_scheduled:
             self.start_rewrite(becomes_live=False)
 
+    def _drop_rewrite_file(self, rewrite: Rewrite) -> None:
+        # Removed now (a next rewrite reuses the name), closed once no fsync uses it.
+        rewrite.abandon(keep_open=True)
+        self.retire(rewrite.file)
+
     def cancel_rewrite(self) -> None:
         if self.rewrite is not None:
             log.info("AOF rewrite cancelled")
-            self.rewrite.abandon()
+            self._drop_rewrite_file(self.rewrite)
             self.rewrite = None
             self.rewrite_finishing = False
             self.rewrite_becomes_live = False
@@ -222,7 +224,7 @@ class RewriteMixin:
             log.warning("Write error writing append only file on disk: %s", exc)
             return str(exc.strerror or exc)
         if self.live is not None:
-            self.live.close()
+            self.retire(self.live)
             self.live = new_file
             self.base_size = new_file.size
         else:
@@ -235,6 +237,9 @@ class RewriteMixin:
         raise NotImplementedError
 
     def _arm_cron(self) -> None:
+        raise NotImplementedError
+
+    def retire(self, file: AppendFile) -> None:
         raise NotImplementedError
 
     def _policy_changed(self) -> None:

@@ -94,6 +94,8 @@ class AppendFile:
 
     def sync(self) -> None:
         """fdatasync: called from a worker thread (releases the GIL while it waits)."""
+        if self.fd < 0:  # os.fdatasync(-1) raises ValueError, which says nothing of why
+            raise OSError(errno.EBADF, f"{self.path} was closed before its fsync")
         os.fdatasync(self.fd)
 
     def close(self) -> None:
@@ -112,7 +114,8 @@ class SyncThread:
     Cheaper per fsync than an executor (no futures, no wrapping): with `appendfsync
     always` there is an fsync every few hundred microseconds under load. `done(token,
     error)` is called in the thread when a request is finished; the caller hands it to
-    its event loop.
+    its event loop. Whatever a request raises is its error: the thread never dies, since
+    every reply waiting for the disk would then wait for ever.
     """
 
     def __init__(self, done: Callable[[object, BaseException | None], None]) -> None:
@@ -142,11 +145,14 @@ class SyncThread:
             try:
                 for file in files:
                     file.sync()
-            except OSError as exc:
+            except Exception as exc:
                 error = exc
             with self._cond:
                 self._request = None
-            self._done(token, error)
+            try:
+                self._done(token, error)
+            except Exception:  # the event loop is closed: the node is stopping
+                log.exception("AOF fsync: the result could not be reported")
 
     def stop(self) -> None:
         with self._cond:

@@ -90,8 +90,11 @@ class Rewrite:
         os.replace(self.file.path, self.target)
         fsync_directory(self.target.parent)
 
-    def abandon(self) -> None:
-        self.file.close()
+    def abandon(self, *, keep_open: bool = False) -> None:
+        """Remove the new file; with `keep_open` its caller closes it later (an fsync in
+        another thread may still be using it)."""
+        if not keep_open:
+            self.file.close()
         try:
             os.unlink(self.file.path)
         except FileNotFoundError:

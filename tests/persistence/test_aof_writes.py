@@ -224,3 +224,51 @@ def test_appendfsync_can_change_while_clients_write(tmp_path: Path) -> None:
             assert client.execute_command("QLEN", "q") == len(ids)
     with running_node(tmp_path, "--appendonly", "yes") as node:
         assert held_ids(node.client()) == set(ids)
+
+
+def test_rewrites_under_always_and_load_keep_every_client_answered(tmp_path: Path) -> None:
+    args = ["--appendonly", "yes", "--appendfsync", "always"]
+    ids: list[bytes] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = node.client()
+        try:
+            for n in range(100_000):
+                if stop.is_set():
+                    return
+                ids.append(producer.execute_command("ADDJOB", "q", f"job {n}", 0))
+        except redis.RedisError as exc:
+            failures.append(exc)
+
+    with running_node(tmp_path, *args) as node:
+        client = node.client()
+        producers = [threading.Thread(target=produce) for _ in range(4)]
+        for producer in producers:
+            producer.start()
+        # Each rewrite replaces the live file while the producers' fsyncs run on it.
+        for _ in range(20):
+            assert client.execute_command("BGREWRITEAOF")
+            assert wait_for(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 0)
+            assert client.ping()
+        stop.set()
+        for producer in producers:
+            producer.join(30)
+        assert not failures
+        assert client.info("persistence")["aof_last_bgrewrite_status"] == "ok"
+        # Every replaced file was closed once its last fsync was over: none is left open.
+        assert wait_for(lambda: not replaced_files_open(node.process.pid))
+    with running_node(tmp_path, *args) as node:
+        assert set(ids) <= held_ids(node.client())
+
+
+def replaced_files_open(pid: int) -> list[str]:
+    fds = Path(f"/proc/{pid}/fd")
+    links = []
+    for fd in fds.iterdir():
+        try:
+            links.append(str(fd.readlink()))
+        except OSError:  # closed meanwhile
+            pass
+    return [link for link in links if ".aof" in link and link.endswith("(deleted)")]

@@ -1,0 +1,239 @@
+"""Replies held for the fsync under `appendfsync always`, driven in-process.
+
+A `Server` is built in the test's process with a real event loop, real files and the
+real fsync thread; only the files' fsync in that thread waits for the test's go-ahead
+(`ProbeFile`), so what the node does while an fsync runs is observed step by step
+instead of raced against a timer. Loops that wait for the event loop are bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import queue
+import random
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import conveyor.node.aof
+import conveyor.persistence.rewrite
+from conveyor.node.aof_rewrite import STARTED
+from conveyor.node.config import Config
+from conveyor.node.connection import Connection
+from conveyor.node.server import Server
+from conveyor.persistence.appendfile import AppendFile, SyncThread
+from conveyor.persistence.reader import read_records
+
+# Bounds, not expectations: a gate or a result that takes this long is a failure.
+GATE_S = 30.0
+SPIN_ROUNDS = 1000
+
+
+class ProbeFile(AppendFile):
+    """An AppendFile whose fsyncs in the node's fsync thread wait for `go`, and fail
+    with `fail` when it is set. Other threads (the rewrite's) sync it at once."""
+
+    made: list[ProbeFile] = []
+
+    def __init__(self, path: Path, *, truncate: bool = False) -> None:
+        super().__init__(path, truncate=truncate)
+        self.entered = threading.Event()
+        self.go = threading.Event()
+        self.fail: OSError | None = None
+        self.synced = 0
+        ProbeFile.made.append(self)
+
+    def sync(self) -> None:
+        if threading.current_thread().name != "aof-fsync":
+            super().sync()
+            return
+        self.entered.set()
+        if not self.go.wait(GATE_S):
+            raise AssertionError("the test never let this fsync go")
+        if self.fail is not None:
+            raise self.fail
+        super().sync()
+        self.synced += 1
+
+
+class Transport:
+    """Just what a Connection uses of an asyncio transport; writes are kept."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.closing = False
+        self.aborted = False
+        self.reading = True
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def get_extra_info(self, key: str) -> object:
+        return None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = self.aborted = True
+
+
+class Node:
+    """An in-process node with `appendonly yes`, `appendfsync always`."""
+
+    def __init__(self, data_dir: Path, *directives: list[str]) -> None:
+        config = Config()
+        for name, *args in (
+            ["dir", str(data_dir)],
+            ["appendonly", "yes"],
+            ["appendfsync", "always"],
+            *directives,
+        ):
+            config.apply(name, args)
+        self.server = Server(config, "a" * 40, b"s" * 20, random.Random(1))
+        self.loop = asyncio.new_event_loop()
+        self.server.loop = self.loop
+        self.driver = self.server.aof
+        self.driver.open_live()
+
+    def connect(self) -> tuple[Connection, Transport]:
+        conn, transport = Connection(self.server), Transport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        return conn, transport
+
+    def spin(self, done: Callable[[], object]) -> bool:
+        """Run the event loop until `done()` is true (bounded)."""
+        for _ in range(SPIN_ROUNDS):
+            if done():
+                return True
+            self.loop.run_until_complete(asyncio.sleep(0.005))
+        return bool(done())
+
+    def drain_rewrite_thread(self) -> None:
+        """Whatever was handed to the rewrite's worker thread has run."""
+        self.driver._rewrite_executor.submit(lambda: None).result(GATE_S)
+
+    def close(self) -> None:
+        for file in ProbeFile.made:
+            file.go.set()
+        self.driver.close()
+        self.loop.close()
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+    ProbeFile.made = []
+    monkeypatch.setattr(conveyor.node.aof, "AppendFile", ProbeFile)
+    monkeypatch.setattr(conveyor.persistence.rewrite, "AppendFile", ProbeFile)
+    node = Node(tmp_path)
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+def live_probe(node: Node) -> ProbeFile:
+    live = node.driver.live
+    assert isinstance(live, ProbeFile)
+    return live
+
+
+def rewrite_until_live(node: Node) -> None:
+    old = node.driver.live
+    assert node.driver.bgrewrite() == STARTED
+    assert node.spin(lambda: node.driver.live is not old), "the rewrite never finished"
+
+
+def test_the_fsync_thread_reports_any_error_and_goes_on(tmp_path: Path) -> None:
+    results: queue.Queue[tuple[object, BaseException | None]] = queue.Queue()
+
+    class Exploding(AppendFile):
+        def sync(self) -> None:
+            raise RuntimeError("not an OSError")
+
+    closed = AppendFile(tmp_path / "closed.aof")
+    closed.close()
+    good = AppendFile(tmp_path / "good.aof")
+    thread = SyncThread(lambda token, exc: results.put((token, exc)))
+    try:
+        thread.submit([Exploding(tmp_path / "bad.aof")], "bad")
+        token, exc = results.get(timeout=GATE_S)
+        assert token == "bad" and isinstance(exc, RuntimeError)
+        thread.submit([closed], "closed")
+        token, exc = results.get(timeout=GATE_S)
+        assert token == "closed" and isinstance(exc, OSError) and exc.errno == errno.EBADF
+        thread.submit([good], "good")
+        assert results.get(timeout=GATE_S) == ("good", None)
+    finally:
+        thread.stop()
+        good.close()
+
+
+def test_a_rewrite_closes_the_old_file_only_after_its_running_fsync(node: Node) -> None:
+    conn, transport = node.connect()
+    conn.data_received(b"ADDJOB q body 0\r\n")
+    old = live_probe(node)
+    assert node.spin(old.entered.is_set)
+    rewrite_until_live(node)
+    node.drain_rewrite_thread()
+    # The fsync of the old file still runs: closing it now would fail that fsync (or
+    # sync whatever file reuses its descriptor).
+    assert old.fd >= 0
+    assert transport.out == b""
+    old.go.set()
+    assert node.spin(lambda: transport.out)
+    assert transport.out.startswith(b"+D-")
+    assert old.synced == 1
+    node.spin(lambda: old.fd < 0)
+    node.drain_rewrite_thread()
+    assert old.fd < 0  # closed once its fsync was over
+    # Still answering, through the new file's fsyncs.
+    transport.out.clear()
+    conn.data_received(b"ADDJOB q again 0\r\n")
+    new = live_probe(node)
+    new.go.set()
+    assert node.spin(lambda: transport.out)
+    assert transport.out.startswith(b"+D-") and new.synced == 1
+
+
+def test_replies_whose_replaced_file_failed_its_fsync_wait_for_the_new_one(
+    node: Node,
+) -> None:
+    conn, transport = node.connect()
+    conn.data_received(b"ADDJOB q body 0\r\n")
+    old = live_probe(node)
+    old.fail = OSError(errno.EIO, "Input/output error")
+    assert node.spin(old.entered.is_set)
+    rewrite_until_live(node)
+    new = live_probe(node)
+    old.go.set()
+    # The old file's fsync failed: the reply is not sent until the new file, which
+    # holds its record too, has been synced.
+    assert node.spin(lambda: new.entered.is_set() or transport.out)
+    assert transport.out == b""
+    assert new.entered.is_set()
+    new.go.set()
+    assert node.spin(lambda: transport.out)
+    assert new.synced == 1
+    job_id = transport.out[1:].split(b"\r\n")[0]
+    records = list(read_records(node.driver.path.read_bytes()))
+    assert any(job_id in record.argument for record in records)
+    assert not node.driver.failed
