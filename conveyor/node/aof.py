@@ -17,7 +17,8 @@ commands (and PING) get `-MISCONF`, the write is retried every 100 ms and the no
 back to normal by itself once it succeeds. With `always`, replies that may depend on
 the failed records wait for the retry; other clients' replies do not.
 
-Loading at start and rewrites are in node/aof_load.py and node/aof_rewrite.py.
+Holding and releasing the replies is in node/aof_replies.py, loading at start and
+rewrites in node/aof_load.py and node/aof_rewrite.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conveyor.core.effects import JobEvent
+from conveyor.node.aof_replies import HeldReplies
 from conveyor.node.aof_rewrite import RewriteMixin
 from conveyor.persistence.appendfile import AppendFile, SyncThread
 from conveyor.persistence.loader import LoadStats
@@ -35,7 +37,6 @@ from conveyor.persistence.records import RecordEncoder
 from conveyor.protocol.resp import error
 
 if TYPE_CHECKING:
-    from conveyor.node.connection import Connection
     from conveyor.node.server import Server
 
 log = logging.getLogger("conveyor.node")
@@ -46,10 +47,8 @@ FSYNC_SWITCH_INTERVAL_S = 0.00005
 RETRY_S = 0.1
 LOADING_ERROR = error("LOADING Disque is loading the dataset in memory")
 
-Held = tuple["Connection", "bytes | None"]  # a reply, or None: close after the replies
 
-
-class AofDriver(RewriteMixin):
+class AofDriver(HeldReplies, RewriteMixin):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.encoder = RecordEncoder(server.node_id.encode())
@@ -58,12 +57,7 @@ class AofDriver(RewriteMixin):
         self._sync_thread: SyncThread | None = None
         self._flush_scheduled = False
         self._cron: object | None = None  # asyncio.TimerHandle
-        # always: replies held for the next fsync, for the one running, and those that
-        # may depend on records a failed write still holds.
-        self.waiting: list[Held] = []
-        self._inflight: list[Held] = []
-        self._stuck: list[Held] = []
-        self._stuck_conns: set[int] = set()
+        self._init_held()
         self.sync_inflight = False
         # Files replaced or closed while an fsync may still use them: closed after it.
         self._retired: list[AppendFile] = []
@@ -174,12 +168,6 @@ class AofDriver(RewriteMixin):
             self.rewrite.append(records)
         self._schedule_flush()
 
-    def hold(self, conn: Connection, data: bytes | None) -> None:
-        """A reply (or a close) to send once what came before it is on disk."""
-        if not self.waiting:
-            self._schedule_flush()
-        self.waiting.append((conn, data))
-
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -286,40 +274,6 @@ class AofDriver(RewriteMixin):
         self._inflight = []
         self._arm_retry()
 
-    def _hold_back_for_failure(self) -> None:
-        # Held replies may answer commands whose records did not reach the file: they
-        # wait for the retry. Replies of other clients held since do not depend on it
-        # (write commands are refused with MISCONF meanwhile).
-        if not self._stuck:
-            self._hold_stuck(self.waiting)
-            self.waiting[:] = []
-        else:
-            free = [item for item in self.waiting if id(item[0]) not in self._stuck_conns]
-            self._stuck.extend(item for item in self.waiting if id(item[0]) in self._stuck_conns)
-            self.waiting[:] = []
-            self.release(free)
-        self._arm_retry()
-
-    def _hold_stuck(self, held: list[Held]) -> None:
-        # Their clients are not read until the disk takes the records again: what they
-        # pipeline meanwhile would otherwise queue behind these replies without bound.
-        self._stuck.extend(held)
-        for conn, _ in held:
-            if id(conn) not in self._stuck_conns:
-                self._stuck_conns.add(id(conn))
-                conn.hold_reading(True)
-
-    def release(self, held: list[Held]) -> None:
-        if not held:
-            return
-        items = list(held)
-        held[:] = []
-        for conn, data in items:
-            if data is None:
-                conn.close_now()
-            else:
-                conn.send(data)
-
     # -- errors ----------------------------------------------------------------------------
     def _set_failed(self, failed: bool) -> None:
         if failed == self.failed:
@@ -330,11 +284,7 @@ class AofDriver(RewriteMixin):
             self._arm_retry()
         if not failed and self._stuck and self.server.reply_gate is not None:
             # Written again: what was stuck goes with the next fsync, in order.
-            self.waiting[:0] = self._stuck
-            for conn in {id(conn): conn for conn, _ in self._stuck}.values():
-                conn.hold_reading(False)
-            self._stuck = []
-            self._stuck_conns = set()
+            self.waiting[:0] = self._unstick()
             self._schedule_flush()
 
     def misconf_error(self) -> bytes:
