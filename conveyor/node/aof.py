@@ -98,10 +98,9 @@ class AofDriver(HeldReplies, RewriteMixin):
         sys.setswitchinterval(FSYNC_SWITCH_INTERVAL_S if fast_switch else DEFAULT_SWITCH_INTERVAL_S)
         self.server.reply_gate = self.waiting if gated else None
         if not gated:
-            # Nothing may stay held once replies are not gated any more.
-            self.release(self.waiting)
-            if not self.sync_inflight:
-                self.release(self._inflight)
+            # Nothing may stay held once replies are not gated any more (appendonly no,
+            # the usual answer to MISCONF), not even what a failing disk held back.
+            self.release_all()
         self._arm_cron()
 
     def config_changed(self, name: str) -> None:
@@ -282,10 +281,13 @@ class AofDriver(HeldReplies, RewriteMixin):
         self.server.refresh_command_table()
         if failed:
             self._arm_retry()
-        if not failed and self._stuck and self.server.reply_gate is not None:
-            # Written again: what was stuck goes with the next fsync, in order.
-            self.waiting[:0] = self._unstick()
-            self._schedule_flush()
+        if not failed and self._stuck:
+            if self.server.reply_gate is None:
+                self.release(self._unstick())
+            else:
+                # Written again: what was stuck goes with the next fsync, in order.
+                self.waiting[:0] = self._unstick()
+                self._schedule_flush()
 
     def misconf_error(self) -> bytes:
         reason = self.last_error_text() or "unknown error"
@@ -337,9 +339,7 @@ class AofDriver(HeldReplies, RewriteMixin):
             self._sync_thread = None
         self.cancel_rewrite()
         self._close_live()
-        self.release(self._inflight)
-        self.release(self._stuck)
-        self.release(self.waiting)
+        self.release_all()
         for file in self._retired:
             file.close()
         self._retired = []

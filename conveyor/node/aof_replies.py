@@ -6,8 +6,8 @@ is in one of three lists, oldest first:
 
 - `_inflight`: covered by the fsync running now (`always`);
 - `_stuck`: it may answer a command whose records a failed write still holds. Its
-  client is not read until the disk takes them again, so what it pipelines meanwhile
-  waits in its socket, not in the node;
+  client is not read until the disk takes them again or replies are no longer gated
+  (appendonly no), so what it pipelines meanwhile waits in its socket, not in the node;
 - `waiting`: for the end of the round's write, and with `always` for the next fsync.
 """
 
@@ -47,6 +47,13 @@ class HeldReplies:
                 conn.close_now()
             else:
                 conn.send(data)
+
+    def release_all(self) -> None:
+        """Send everything held, oldest first (one client may have replies in all three
+        lists), and read the stuck clients again: replies are no longer gated."""
+        self.release(self._inflight)
+        self.release(self._unstick())
+        self.release(self.waiting)
 
     def _hold_back_for_failure(self) -> None:
         # Held replies may answer commands whose records did not reach the file: they

@@ -272,3 +272,38 @@ def replaced_files_open(pid: int) -> list[str]:
         except OSError:  # closed meanwhile
             pass
     return [link for link in links if ".aof" in link and link.endswith("(deleted)")]
+
+
+def test_appendonly_no_answers_the_clients_a_failing_disk_held_back(tmp_path: Path) -> None:
+    # The usual answer to MISCONF: stop persisting. The client whose ADDJOB was held
+    # because its record could not be written gets its reply and is read again.
+    args = ["--appendonly", "yes", "--appendfsync", "always"]
+    node = NodeProcess(tmp_path, *args, preexec_fn=limit_file_size())
+    try:
+        producer = node.client(socket_timeout=30)
+        replies: list[object] = []
+
+        def add_past_the_limit() -> None:
+            for _ in range(FILE_LIMIT // len(BODY) * 2):
+                try:
+                    replies.append(producer.execute_command("ADDJOB", "q", BODY, 0))
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+                    return
+
+        adding = threading.Thread(target=add_past_the_limit)
+        adding.start()
+        other = node.client()
+        assert wait_for(lambda: other.info("persistence")["aof_last_write_status"] == "err")
+        held = len(replies)
+        assert adding.is_alive()
+        assert other.config_set("appendonly", "no")
+        adding.join(30)
+        assert not adding.is_alive(), "the held ADDJOB was never answered"
+        job_id = replies[held]
+        assert isinstance(job_id, bytes) and job_id.startswith(b"D-")
+        assert other.execute_command("SHOW", job_id) is not None
+        # Its connection is read again.
+        assert producer.execute_command("QLEN", "q") == other.execute_command("QLEN", "q")
+    finally:
+        node.stop()
