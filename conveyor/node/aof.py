@@ -96,6 +96,7 @@ class AofDriver(HeldReplies, RewriteMixin):
         # client with a held reply idles. Short only while a thread syncs that often.
         fast_switch = gated and self.always
         sys.setswitchinterval(FSYNC_SWITCH_INTERVAL_S if fast_switch else DEFAULT_SWITCH_INTERVAL_S)
+        self.held_across_fsyncs = fast_switch
         self.server.reply_gate = self.waiting if gated else None
         if not gated:
             # Nothing may stay held once replies are not gated any more (appendonly no,

@@ -9,15 +9,23 @@ is in one of three lists, oldest first:
   client is not read until the disk takes them again or replies are no longer gated
   (appendonly no), so what it pipelines meanwhile waits in its socket, not in the node;
 - `waiting`: for the end of the round's write, and with `always` for the next fsync.
+
+With `always` a client that pipelines without reading could pile up held replies for
+as long as an fsync takes: they are its output as much as what waits in its socket's
+buffer, so they count towards its `client-output-buffer-limit` (per client, only while
+a limit is set), and a client over it is dropped as for unread output.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from conveyor.node.connection import Connection
     from conveyor.node.server import Server
+
+log = logging.getLogger("conveyor.node")
 
 Held = tuple["Connection", "bytes | None"]  # a reply, or None: close after the replies
 
@@ -30,23 +38,55 @@ class HeldReplies:
         self._inflight: list[Held] = []
         self._stuck: list[Held] = []
         self._stuck_conns: set[int] = set()
+        # Replies may wait for more than the round's write (`always`): count them.
+        self.held_across_fsyncs = False
+        self._held_bytes: dict[int, int] = {}  # per client (id of its connection)
 
     def hold(self, conn: Connection, data: bytes | None) -> None:
         """A reply (or a close) to send once what came before it is on disk."""
         if not self.waiting:
             self._schedule_flush()
         self.waiting.append((conn, data))
+        if data is not None and self.held_across_fsyncs:
+            limits = self.server.output_limits
+            if limits[0] or limits[1]:
+                self._count_held(conn, len(data))
+
+    def _count_held(self, conn: Connection, size: int) -> None:
+        key = id(conn)
+        held = self._held_bytes.get(key, 0) + size
+        self._held_bytes[key] = held
+        output = conn.obuf + held  # obuf: what its socket's buffer holds beyond the mark
+        # The limit's own test (hard, or soft for its seconds) on all of its output.
+        if not conn.closed and self.server._output_over_limit(conn, output):
+            log.warning(
+                "Client id=%d addr=%s omem=%d (replies waiting for the AOF fsync) scheduled "
+                "to be closed ASAP for overcoming of output buffer limits.",
+                conn.id,
+                conn.addr,
+                output,
+            )
+            self.server.stats.client_output_buffer_limit_disconnections += 1
+            conn.abort()  # it is not run any more; its held replies go nowhere
 
     def release(self, held: list[Held]) -> None:
         if not held:
             return
         items = list(held)
         held[:] = []
+        counted = self._held_bytes
         for conn, data in items:
             if data is None:
                 conn.close_now()
-            else:
-                conn.send(data)
+                continue
+            conn.send(data)
+            if counted:
+                key = id(conn)
+                left = counted.get(key, 0) - len(data)
+                if left > 0:
+                    counted[key] = left
+                else:  # all sent (or held before the count began): its entry goes
+                    counted.pop(key, None)
 
     def release_all(self) -> None:
         """Send everything held, oldest first (one client may have replies in all three

@@ -139,11 +139,18 @@ class Node:
 
 
 @pytest.fixture
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+def directives() -> list[list[str]]:
+    return []
+
+
+@pytest.fixture
+def node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, directives: list[list[str]]
+) -> Iterator[Node]:
     ProbeFile.made = []
     monkeypatch.setattr(conveyor.node.aof, "AppendFile", ProbeFile)
     monkeypatch.setattr(conveyor.persistence.rewrite, "AppendFile", ProbeFile)
-    node = Node(tmp_path)
+    node = Node(tmp_path, *directives)
     try:
         yield node
     finally:
@@ -237,3 +244,38 @@ def test_replies_whose_replaced_file_failed_its_fsync_wait_for_the_new_one(
     records = list(read_records(node.driver.path.read_bytes()))
     assert any(job_id in record.argument for record in records)
     assert not node.driver.failed
+
+
+ECHO_BYTES = 64 * 1024
+ECHO = b"*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n" % (ECHO_BYTES, b"e" * ECHO_BYTES)
+
+
+def held_bytes(node: Node, conn: Connection) -> int:
+    lists = (node.driver.waiting, node.driver._inflight, node.driver._stuck)
+    return sum(len(data or b"") for held in lists for owner, data in held if owner is conn)
+
+
+@pytest.mark.parametrize(
+    "directives", [[["client-output-buffer-limit", "normal", "1mb", "0", "0"]]]
+)
+def test_replies_held_for_a_slow_fsync_count_towards_the_output_limit(node: Node) -> None:
+    conn, transport = node.connect()
+    conn.data_received(b"ADDJOB q body 0\r\n")
+    assert node.spin(live_probe(node).entered.is_set)
+    # The fsync does not end: a client that pipelines without reading piles up replies.
+    sent = 0
+    for _ in range(4 * (1 << 20) // ECHO_BYTES):
+        if transport.aborted:
+            break
+        conn.data_received(ECHO)
+        sent += 1
+    assert transport.aborted, f"{held_bytes(node, conn)} bytes held for the client"
+    assert held_bytes(node, conn) <= (1 << 20) + 2 * ECHO_BYTES
+    assert sent <= (1 << 20) // ECHO_BYTES + 1
+    assert node.server.stats.client_output_buffer_limit_disconnections == 1
+    # Another client is served as before once the fsync is done.
+    other, other_transport = node.connect()
+    other.data_received(b"PING\r\n")
+    live_probe(node).go.set()
+    assert node.spin(lambda: other_transport.out)
+    assert other_transport.out == b"+PONG\r\n"
