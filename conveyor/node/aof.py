@@ -15,7 +15,9 @@ shares one write. Then, by `appendfsync`:
 A failed write is a state, as in Disque: records stay buffered, INFO says `err`, write
 commands (and PING) get `-MISCONF`, the write is retried every 100 ms and the node goes
 back to normal by itself once it succeeds. With `always`, replies that may depend on
-the failed records wait for the retry; other clients' replies do not.
+the failed records wait for the retry; other clients' replies do not. A failed fsync
+is retried the same way under `everysec`; under `always` the node exits, as Redis does
+(`_exit_for_fsync_error` says why).
 
 Holding and releasing the replies is in node/aof_replies.py, loading at start and
 rewrites in node/aof_load.py and node/aof_rewrite.py.
@@ -24,9 +26,10 @@ rewrites in node/aof_load.py and node/aof_rewrite.py.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from conveyor.core.effects import JobEvent
 from conveyor.node.aof_replies import HeldReplies
@@ -265,14 +268,27 @@ class AofDriver(HeldReplies, RewriteMixin):
                 self.release(self.waiting)
 
     def _sync_failed(self, live: AppendFile, exc: BaseException) -> None:
+        if self.always or self._inflight:
+            self._exit_for_fsync_error(exc)
+        # everysec: nothing was promised on this fsync; -MISCONF until a retry succeeds.
         log.warning("fsync of the AOF failed: %s", exc)
         live.written_since_sync = True
         if isinstance(exc, OSError):
             live.last_error = exc
         self._set_failed(True)
-        self._hold_stuck(self._inflight)
-        self._inflight = []
         self._arm_retry()
+
+    def _exit_for_fsync_error(self, exc: BaseException) -> NoReturn:
+        # As Redis. On Linux a failed fsync may leave the pages it could not write marked
+        # clean: a later fsync that succeeds proves nothing, and the replies waiting for
+        # this one would acknowledge jobs that may be lost. They are never sent.
+        log.warning(
+            "Can't persist AOF for fsync error when the AOF fsync policy is 'always': %s. "
+            "Exiting...",
+            exc,
+        )
+        logging.shutdown()
+        os._exit(1)
 
     # -- errors ----------------------------------------------------------------------------
     def _set_failed(self, failed: bool) -> None:

@@ -9,6 +9,7 @@ fails with EFBIG (Python ignores SIGXFSZ), and raising the limit again from the 
 from __future__ import annotations
 
 import resource
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -307,3 +308,36 @@ def test_appendonly_no_answers_the_clients_a_failing_disk_held_back(tmp_path: Pa
         assert producer.execute_command("QLEN", "q") == other.execute_command("QLEN", "q")
     finally:
         node.stop()
+
+
+def test_always_exits_when_an_fsync_fails(tmp_path: Path) -> None:
+    # On /dev/null writes succeed and fdatasync fails (EINVAL): a disk that lost what
+    # it was given. Linux may mark such pages clean, so a later fsync that succeeds
+    # would prove nothing: as Redis, the node exits rather than acknowledge the job.
+    (tmp_path / "disque.aof").symlink_to("/dev/null")
+    node = NodeProcess(tmp_path, "--appendonly", "yes", "--appendfsync", "always")
+    try:
+        with socket.create_connection(("127.0.0.1", node.port), timeout=30) as sock:
+            sock.sendall(b"ADDJOB q body 0\r\n")
+            assert node.process.wait(30) == 1
+            try:
+                reply = sock.recv(4096)
+            except ConnectionResetError:
+                reply = b""
+        assert reply == b""  # never answered
+        assert (
+            "Can't persist AOF for fsync error when the AOF fsync policy is 'always'"
+            in node.log_path.read_text()
+        )
+    finally:
+        node.stop()
+
+
+def test_everysec_reports_a_failed_fsync_and_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "disque.aof").symlink_to("/dev/null")
+    with running_node(tmp_path, "--appendonly", "yes", "--appendfsync", "everysec") as node:
+        client = node.client()
+        assert client.execute_command("ADDJOB", "q", "body", 0).startswith(b"D-")
+        assert wait_for(lambda: client.info("persistence")["aof_last_write_status"] == "err")
+        assert client.execute_command("QLEN", "q") == 1
+        assert node.alive()
