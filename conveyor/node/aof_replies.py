@@ -58,7 +58,7 @@ class HeldReplies:
         self._held_bytes[key] = held
         output = conn.obuf + held  # obuf: what its socket's buffer holds beyond the mark
         # The limit's own test (hard, or soft for its seconds) on all of its output.
-        if not conn.closed and self.server._output_over_limit(conn, output):
+        if not conn.closed and self.server.output_over_limit(conn, output):
             log.warning(
                 "Client id=%d addr=%s omem=%d (replies waiting for the AOF fsync) scheduled "
                 "to be closed ASAP for overcoming of output buffer limits.",

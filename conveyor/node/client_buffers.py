@@ -156,7 +156,7 @@ class ClientBuffers:
         conn.obuf = size
         self._output_backlog[conn.id] = conn
         self.core.set_client_memory(self.client_query_bytes + self.client_output_bytes)
-        if not conn.closed and self._output_over_limit(conn, size):
+        if not conn.closed and self.output_over_limit(conn, size):
             log.warning(
                 "Client %s omem=%d scheduled to be closed ASAP for overcoming of output "
                 "buffer limits.",
@@ -175,7 +175,7 @@ class ClientBuffers:
         except Exception:  # a log line must not cost the limit
             return f"id={conn.id} addr={conn.addr}"
 
-    def _output_over_limit(self, conn: Connection, size: int) -> bool:
+    def output_over_limit(self, conn: Connection, size: int) -> bool:
         """Redis' checkClientOutputBufferLimits: over the hard limit, or over the soft
         limit continuously for longer than its seconds (0 = that limit is off)."""
         hard, soft, soft_ms = self.output_limits

@@ -176,11 +176,11 @@ def create_queue(parent: Path, name: str, script: str, **options: Any) -> Path:
     QueueConfig._from_doc(doc, directory)  # validate before writing anything
     for state in STATES:
         (directory / state).mkdir(parents=True, exist_ok=True)
-    _write_json(directory / "config.json", doc)
+    write_json(directory / "config.json", doc)
     return directory
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
+def write_json(path: Path, doc: dict[str, Any]) -> None:
     # Write then rename, so a reader never sees half a file. The temporary name is this
     # writer's own (process and thread): worker and console both write status.json, and with
     # a shared name one could rename the other's half-written file into place. Hidden and not
@@ -228,7 +228,7 @@ class MessageStore:
             os.mkdir(target)
         except FileExistsError:
             os.makedirs(target / "job", exist_ok=True)
-            _write_json(target / "msg.json", meta)
+            write_json(target / "msg.json", meta)
             return target
         os.mkdir(target / "job")
         # A new directory: no reader can see msg.json half-written before status.json exists.
@@ -244,7 +244,7 @@ class MessageStore:
         return pid if isinstance(pid, int) and pid > 1 else None
 
     def set_status(self, path: Path, state: str, text: str, **extra: Any) -> None:
-        _write_json(
+        write_json(
             path / "status.json", {"state": state, "status": text, "updated": time.time(), **extra}
         )
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from conveyor.worker.queuedir import MessageStore, _write_json
+from conveyor.worker.queuedir import MessageStore, write_json
 
 log = logging.getLogger("conveyor.worker")
 MAX_PENDING = 10_000
@@ -168,7 +168,7 @@ def _record(delivery: Delivery, *, delivered: bool, gave_up: bool) -> None:
         if found is None:
             return
         try:
-            _write_json(found[1] / "webhook.json", doc)
+            write_json(found[1] / "webhook.json", doc)
             return
         except FileNotFoundError:
             continue  # moved between the lookup and the write: look again
