@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 from conveyor.client import AsyncClient, Client, ConveyorError, TimeoutError
-from tests.client.test_discovery import FakeNode
+from tests.client.test_discovery import FakeNode, wait_until
 from tests.servers import NodeProcess
-
-
-def wait_until(check: Callable[[], bool], what: str, deadline_s: float = 10.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {deadline_s} s: {what}")
-        time.sleep(0.02)
 
 
 def clients_info(raw: redis.Redis) -> dict[str, int]:

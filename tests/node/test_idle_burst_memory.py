@@ -18,41 +18,11 @@ from conveyor.node.connection import Connection
 from conveyor.node.held import NOTHING_HELD
 from conveyor.node.server import Server
 from conveyor.protocol.requests import RequestParser
+from tests.fake_transport import FakeTransport
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 # What every connection shares until it needs its own.
 NO_PARSER = reading_module.NO_PARSER_YET
-
-
-class FakeTransport:
-    """What Connection asks of a transport; records what it writes."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.written: list[bytes] = []
-        self.closing = False
-        self.reading = True
-
-    def get_extra_info(self, name: str) -> object:
-        return {"peername": ("127.0.0.1", self.port), "sockname": ("127.0.0.1", 7711)}.get(name)
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def is_reading(self) -> bool:
-        return self.reading
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def close(self) -> None:
-        self.closing = True
 
 
 def make_server(tmp_path: Path, **directives: str) -> Server:

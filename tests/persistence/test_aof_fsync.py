@@ -26,6 +26,7 @@ from conveyor.node.connection import Connection
 from conveyor.node.server import Server
 from conveyor.persistence.appendfile import AppendFile, SyncThread
 from conveyor.persistence.reader import read_records
+from tests.fake_transport import FakeTransport
 
 # Bounds, not expectations: a gate or a result that takes this long is a failure.
 GATE_S = 30.0
@@ -59,43 +60,6 @@ class ProbeFile(AppendFile):
         self.synced += 1
 
 
-class Transport:
-    """Just what a Connection uses of an asyncio transport; writes are kept."""
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.closing = False
-        self.aborted = False
-        self.reading = True
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def get_extra_info(self, key: str) -> object:
-        return None
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def is_reading(self) -> bool:
-        return self.reading
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def close(self) -> None:
-        self.closing = True
-
-    def abort(self) -> None:
-        self.closing = self.aborted = True
-
-
 class Node:
     """An in-process node with `appendonly yes`, `appendfsync always`."""
 
@@ -114,8 +78,8 @@ class Node:
         self.driver = self.server.aof
         self.driver.open_live()
 
-    def connect(self) -> tuple[Connection, Transport]:
-        conn, transport = Connection(self.server), Transport()
+    def connect(self) -> tuple[Connection, FakeTransport]:
+        conn, transport = Connection(self.server), FakeTransport()
         conn.connection_made(transport)  # type: ignore[arg-type]
         return conn, transport
 
@@ -213,7 +177,7 @@ def test_a_rewrite_closes_the_old_file_only_after_its_running_fsync(node: Node) 
     node.drain_rewrite_thread()
     assert old.fd < 0  # closed once its fsync was over
     # Still answering, through the new file's fsyncs.
-    transport.out.clear()
+    transport.written.clear()
     conn.data_received(b"ADDJOB q again 0\r\n")
     new = live_probe(node)
     new.go.set()
