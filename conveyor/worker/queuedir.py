@@ -23,13 +23,15 @@ import shlex
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 STATES = ("que", "run", "done", "err", "relayed")
 # Lookups of a message that keeps moving while we read it, before it counts as gone.
 _LOOKUPS = 5
+T = TypeVar("T")
 _DEFAULT_EXEC_PREFIX = "bash -lc"
 
 
@@ -181,13 +183,18 @@ def create_queue(parent: Path, name: str, script: str, **options: Any) -> Path:
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    # Write then rename, so a reader never sees half a file. The temporary name is this
-    # writer's own (process and thread): worker and console both write status.json, and with
-    # a shared name one could rename the other's half-written file into place. Hidden and not
-    # *.json, a crashed writer's leftover is never read as a message file; it goes with its
-    # message's directory (the cleaner, a delete).
+    write_whole(path, json.dumps(doc))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """`text` as `path`, never seen half-written: written under a temporary name, then
+    renamed into place. The temporary name is this writer's own (process and thread):
+    worker and console both write status.json (and worker control files), and with a
+    shared name one could rename the other's half-written file into place. Hidden and not
+    *.json, a crashed writer's leftover is never read as a message file; it goes with its
+    message's directory (the cleaner, a delete)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(doc))
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 
@@ -261,15 +268,26 @@ class MessageStore:
         return target
 
     def status_text(self, job_id: str) -> tuple[str, str] | None:
-        """(state, the text of status.json) of a message, None if there is none. A worker
-        may move the message to its next state between the lookup and the read: it is
-        looked for again rather than reported missing."""
+        """(state, the text of status.json) of a message, None if there is none."""
+        return self._where_now(
+            job_id, lambda state, path: (state, (path / "status.json").read_text())
+        )
+
+    def write_in_message(self, job_id: str, name: str, doc: dict[str, Any]) -> None:
+        """`doc` as file `name` of the message's directory where it is now (an operator may
+        move it meanwhile); nothing once the message is gone."""
+        self._where_now(job_id, lambda _state, path: write_json(path / name, doc))
+
+    def _where_now(self, job_id: str, use: Callable[[str, Path], T]) -> T | None:
+        """`use(state, directory)` on the message where it is; None if there is none. A
+        worker or an operator may move it to another state between the lookup and the use
+        (FileNotFoundError): it is looked for again rather than reported missing."""
         for _attempt in range(_LOOKUPS):
             found = self.find(job_id)
             if found is None:
                 return None
             try:
-                return found[0], (found[1] / "status.json").read_text()
+                return use(*found)
             except FileNotFoundError:
                 continue
         return None

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conveyor.worker.queuedir import write_whole
+
 WORKERS_DIR = "workers"
 # Seconds: add-to-deliver latency buckets, from a local node's milliseconds to a backlog's
 # minutes.
@@ -159,11 +161,9 @@ def request(queue_dir: Path, wid: str, word: str) -> bool:
     folder = queue_dir / WORKERS_DIR
     if "/" in wid or wid.startswith(".") or not (folder / f"{wid}.json").is_file():
         return False
-    # Written whole under a name of this writer's own, then renamed into place: the worker
-    # never sees it empty (it would take it, and this write would land in a removed file).
-    tmp = folder / f".{wid}.control.{os.getpid()}.{threading.get_ident()}.tmp"
-    tmp.write_text(word)
-    os.replace(tmp, folder / f"{wid}.control")
+    # Written whole: the worker never sees it empty (it would take it, and this write
+    # would land in a removed file).
+    write_whole(folder / f"{wid}.control", word)
     return True
 
 

@@ -12,6 +12,7 @@ directory is looked up at each write, as an operator may move the message meanwh
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import json
@@ -24,15 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from conveyor.worker.queuedir import MessageStore, write_json
+from conveyor.worker.queuedir import MessageStore
 
 log = logging.getLogger("conveyor.worker")
 MAX_PENDING = 10_000
 MAX_DELAY_S = 300.0
 TIMEOUT_S = 10.0
 MAX_URL = 2048
-# Lookups of a message that keeps moving while its record is written, before it is let go.
-_LOOKUPS = 5
 
 
 def check_url(url: str) -> str:
@@ -163,14 +162,7 @@ def _record(delivery: Delivery, *, delivered: bool, gave_up: bool) -> None:
         "errors": delivery.errors,
         "updated": time.time(),
     }
-    for _attempt in range(_LOOKUPS):
-        found = delivery.store.find(delivery.job_id)
-        if found is None:
-            return
-        try:
-            write_json(found[1] / "webhook.json", doc)
-            return
-        except FileNotFoundError:
-            continue  # moved between the lookup and the write: look again
-        except OSError:
-            return
+    # An OSError other than the message moving (looked for again by the store): the
+    # record is for the console; the delivery goes on without it.
+    with contextlib.suppress(OSError):
+        delivery.store.write_in_message(delivery.job_id, "webhook.json", doc)
