@@ -27,13 +27,13 @@ from starlette.concurrency import run_in_threadpool
 
 from conveyor.web.gateway import ApiError
 
+# The worker's limit: what it cannot write as a file is refused here already.
+from conveyor.worker.attachments import MAX_NAME_BYTES
+
 CHUNK = 1024 * 1024
 KEEP_S = 30 * 86400.0
 _CLEAN_EVERY_S = 3600.0
 ID_RE = r"[A-Za-z0-9_-]{32}"
-# The worker fetches a file into "<name>.part": 5 bytes more must fit the usual 255-byte
-# limit of a file name.
-MAX_NAME_BYTES = 250
 NAME_RE = rf"[^/\x00-\x1f.][^/\x00-\x1f]{{0,{MAX_NAME_BYTES - 1}}}"
 
 
