@@ -3,18 +3,19 @@
 Phases (`--only` takes their names, comma-separated):
 - `throughput`: redis-benchmark (50 clients, 100-byte bodies) of ADDJOB REPLICATE 3
   synchronous at -P 1 and -P 16, ADDJOB ASYNC at -P 16, and one connection pipelining
-  synchronous ADDJOBs by batches of 100, twice: from redis-py (`1 conn pipelined`, a
-  batch built, sent and read before the next, ~11 µs of the client's CPU a job) and from
+  synchronous ADDJOBs by batches of 100, three times: from redis-py (`1 conn pipelined`,
+  a batch built, sent and read before the next, ~11 µs of the client's CPU a job), from
   redis-benchmark -c 1 -P 100 (`1 conn -P 100`, the same pattern from a C client, as the
-  other columns are); the same commands on a lone node with REPLICATE 1
-  for comparison; with DISQUE_SERVER set, the same on a 3-node C Disque cluster; and
-  the same on the Python floor (bench/floor_node.py: three processes that only move the
-  bytes, what Python, uvloop and the sockets cost with no node logic). Each figure in
-  jobs/s, then in CPU µs per job spent by all the nodes (utime + stime). The two 3-node
-  clusters are up together and run `--rounds` rounds (5), alternating run by run: their
-  rows are the median of the rounds, the ratio the median of the rounds' ratios (with
-  their range), the CPU figure that of all the rounds. Each of their runs starts on
-  nodes emptied of the jobs before (DEBUG FLUSHALL).
+  other columns are) and from Conveyor's own client (`1 conn add_jobs`:
+  `Client.add_jobs`, the batch API a Python producer of Conveyor uses); the same commands
+  on a lone node with REPLICATE 1 for comparison; with DISQUE_SERVER set, the same on a
+  3-node C Disque cluster; and the same on the Python floor (bench/floor_node.py: three
+  processes that only move the bytes, what Python, uvloop and the sockets cost with no
+  node logic). Each figure in jobs/s, then in CPU µs per job spent by all the nodes
+  (utime + stime). The two 3-node clusters are up together and run `--rounds` rounds
+  (5), alternating run by run: their rows are the median of the rounds, the ratio the
+  median of the rounds' ratios (with their range), the CPU figure that of all the
+  rounds. Each of their runs starts on nodes emptied of the jobs before (DEBUG FLUSHALL).
 - `crash` (bench/cluster_crash.py): producers and consumers for `--crash-seconds` (60
   by default) on 3 nodes with REPLICATE 3 and RETRY 1 while a random node is SIGKILLed
   and restarted every 10 s (no AOF): then every node is back, the rest is drained, and
@@ -44,6 +45,7 @@ from pathlib import Path
 import redis
 
 from bench.node_common import free_port_pair, redis_benchmark
+from conveyor.client import Client
 
 BODY = "x" * 100
 # Three bench/floor_node.py processes: what Python, uvloop and the sockets cost per job
@@ -182,6 +184,21 @@ def pipelined_one_connection(port: int, jobs: int, repl: int) -> float:
     return jobs / (time.perf_counter() - started)
 
 
+def add_jobs_one_connection(port: int, jobs: int, repl: int) -> float:
+    """The same batches of 100 from Conveyor's own client (`Client.add_jobs`), which packs
+    a batch's commands by hand instead of through redis-py's pipeline (conveyor/client/
+    _batch.py): what a Python producer of Conveyor gets on one connection."""
+    client = Client(f"127.0.0.1:{port}")
+    bodies = [BODY] * 100
+    try:
+        started = time.perf_counter()
+        for _ in range(jobs // 100):
+            client.add_jobs("p", bodies, replicate=repl, timeout_ms=5000)
+        return jobs / (time.perf_counter() - started)
+    finally:
+        client.close()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/<pid>/stat utime, stime)."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -203,6 +220,7 @@ def columns_for(nodes: list[Node], repl: int, quick: bool) -> Columns:
         "async -P 16": (n, lambda: redis_benchmark(port, n, 16, *add, b"ASYNC")),
         "1 conn pipelined": (n // 10, lambda: pipelined_one_connection(port, n // 10, repl)),
         "1 conn -P 100": (n // 10, lambda: redis_benchmark(port, n // 10, 100, *add, clients=1)),
+        "1 conn add_jobs": (n // 10, lambda: add_jobs_one_connection(port, n // 10, repl)),
     }
 
 

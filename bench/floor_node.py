@@ -34,6 +34,10 @@ _LENGTH = struct.Struct(">I")
 _COPY_HEAD = struct.Struct(">cH")
 ID_LEN = 40
 _OTHER_REPLIES = {b"PING": b"+PONG\r\n"}  # and an empty array for anything else
+# conveyor.client asks HELLO when it connects (and HELLO 3 first, as redis-py does): the
+# origin answers as a lone Disque node would, so the `add_jobs` column runs here too.
+HELLO_ARITY = b"-ERR wrong number of arguments for 'hello' command\r\n"
+FLOOR_ID = b"f" * ID_LEN
 
 store: dict[bytes, bytes] = {}  # every node keeps every job's body: the one dict insert
 _ids = itertools.count()
@@ -130,6 +134,15 @@ class ClientConnection(asyncio.Protocol):
         self.order: list[bytes] = []  # synchronous jobs not yet answered, in request order
         self.confirmed: set[bytes] = set()
 
+    def hello(self) -> bytes:
+        port = b"%d" % self.transport.get_extra_info("sockname")[1]
+        node = b"*4\r\n$40\r\n%s\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n$1\r\n1\r\n" % (
+            FLOOR_ID,
+            len(port),
+            port,
+        )
+        return b"*3\r\n:1\r\n$40\r\n%s\r\n%s" % (FLOOR_ID, node)
+
     def answer(self) -> None:
         order, confirmed, replies = self.order, self.confirmed, []
         answered = 0
@@ -147,7 +160,10 @@ class ClientConnection(asyncio.Protocol):
         while (request := reader.gets()) is not False:
             name = request[0].upper()
             if name != b"ADDJOB":
-                replies.append(_OTHER_REPLIES.get(name, b"*0\r\n"))
+                if name == b"HELLO":
+                    replies.append(HELLO_ARITY if len(request) > 1 else self.hello())
+                else:
+                    replies.append(_OTHER_REPLIES.get(name, b"*0\r\n"))
                 continue
             job_id, body = new_id(), request[2]
             store[job_id] = body

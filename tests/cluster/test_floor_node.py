@@ -34,3 +34,19 @@ def test_a_synchronous_addjob_waits_for_both_replicas() -> None:
             conn.sendall(b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$1\r\nx\r\n$1\r\n0\r\n")
             readable, _, _ = select.select([conn], [], [], 1.0)
             assert readable == []  # one confirmation of two: no answer
+
+
+def test_conveyors_client_adds_a_batch_to_the_floor() -> None:
+    # The `1 conn add_jobs` column: conveyor.client asks HELLO 3, then HELLO (the floor
+    # answers both as a lone Disque node), and add_jobs gets one ID per body, in order.
+    from conveyor.client import Client
+
+    with floor_cluster() as nodes:
+        client = Client(f"127.0.0.1:{nodes[0].port}")
+        try:
+            ids = client.add_jobs("q", ["body"] * 20, replicate=3, timeout_ms=5000)
+            assert client.node_id == "f" * 40  # the floor's HELLO was read
+        finally:
+            client.close()
+        assert len(set(ids)) == 20
+        assert ids == sorted(ids)
