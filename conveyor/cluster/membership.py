@@ -55,7 +55,7 @@ from conveyor.cluster.messages import (
     Ping,
     Pong,
 )
-from conveyor.cluster.nodes import ClusterNode, gossip_sample, random_name
+from conveyor.cluster.nodes import ClusterNode, gossip_sample, random_name, valid_name
 
 BLACKLIST_TTL_MS = 60_000  # a forgotten node is not re-added from gossip for this long
 _UNREACHABLE = NODE_MYSELF | NODE_HANDSHAKE | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
@@ -319,6 +319,11 @@ class Membership(FailureDetection):
         if link_node.in_handshake:
             if sender is not None:  # we knew it already, under its real name
                 self._update_address(sender, remote_ip, header.port)
+                self._delete(link_node)
+                return None
+            if not valid_name(header.sender):
+                # Every node names itself with 40 hex digits; any other bytes would make
+                # CLUSTER NODES and nodes.conf unwritable or unreadable: not a node.
                 self._delete(link_node)
                 return None
             del self.nodes[link_node.name]

@@ -273,3 +273,17 @@ def test_dummy_acks_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         m for msg in sent for m in (msg.messages() if isinstance(msg, JobIdBatch) else [msg])
     ]
     assert {m.id for m in singles} == set(ids[:5])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("sender", [b"\xff" * 40, b"a b\n" + b"0" * 36, b"A" * 40])
+def test_a_handshake_answered_by_a_name_that_is_not_hex_is_dropped(sender: bytes) -> None:
+    member = Membership(name(1), 7000, TIMEOUT, random.Random(1), T0)
+    member.meet("127.0.0.1", 7001, T0)
+    connect = next(a for a in member.take_actions() if isinstance(a, Connect))
+    member.link_up(connect.name, T0)
+    member.take_actions()
+    header = Membership(sender, 7001, TIMEOUT, random.Random(), T0).header()
+    member.receive(Pong(header), connect.name, "127.0.0.1", "127.0.0.1", T0)
+    assert list(member.nodes) == [name(1)]
+    assert Drop(connect.name) in member.take_actions()
+    assert len(parse_nodes_conf(member.describe(), T0)) == 1
