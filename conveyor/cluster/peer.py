@@ -135,7 +135,9 @@ class OutboundPeer:
                     local_addr=self._bus._source_address(),
                     ssl=self._bus.tls_connect,
                 )
-        except (OSError, TimeoutError) as exc:
+        # ValueError, OverflowError: an address connect() cannot take (a port past 65535
+        # from a peer's header); it fails as an unreachable one, or the peer stays stuck.
+        except (OSError, TimeoutError, ValueError, OverflowError) as exc:
             self._failed(attempt, f"{type(exc).__name__}: {exc}")
         finally:
             if self._task is asyncio.current_task():
