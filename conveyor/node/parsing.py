@@ -1,6 +1,6 @@
 """Argument parsing shared by the command handlers, with Redis' strictness.
 
-Redis' string2ll refuses what Python's int() takes ('+1', ' 1', '1_0', '01'), so
+Redis' string2ll refuses what Python's int() takes ('+1', ' 1', '1_0', '01', '-0'), so
 clients see the same errors they would from Disque.
 """
 
@@ -12,7 +12,8 @@ from conveyor.core import errors
 from conveyor.core.errors import CommandError
 from conveyor.core.jobid import is_valid_id
 
-_INT_RE = re.compile(rb"-?(0|[1-9][0-9]*)\Z")
+# No "-0" either: string2ll wants a digit 1-9 after the sign.
+_INT_RE = re.compile(rb"(0|-?[1-9][0-9]*)\Z")
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 

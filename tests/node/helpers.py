@@ -31,7 +31,8 @@ BAD_IDS = [
 BADID = "BADID Invalid Job ID format."
 SYNTAX = "ERR syntax error"
 NOT_INTEGER = "ERR value is not an integer or out of range"
-BAD_NUMBERS = ["abc", "1.5", "+1", " 1", "99999999999999999999", ""]
+# "-0" too: Redis' string2ll refuses it (a leading zero after the sign).
+BAD_NUMBERS = ["abc", "1.5", "+1", " 1", "-0", "99999999999999999999", ""]
 
 
 def strict_client(node: NodeProcess, **kwargs: Any) -> redis.Redis:
