@@ -127,7 +127,9 @@ def parse_nodes_conf(text: str, now_ms: int) -> list[ClusterNode]:
         if not valid_name(name):
             raise NodesConfError(f"line {number}: bad node name {words[0]!r}")
         ip, colon, port_text = words[1].rpartition(":")
-        if not colon or not port_text.isdigit() or int(port_text) > 65535:
+        # isdigit() alone takes "²", which int() refuses: a traceback at start-up.
+        digits = port_text.isascii() and port_text.isdigit()
+        if not colon or not digits or int(port_text) > 65535:
             raise NodesConfError(f"line {number}: bad address {words[1]!r}")
         flags = 0
         for word in words[2].lower().split(","):

@@ -218,3 +218,19 @@ def _meets(node: NodeProcess, meet: tuple[str | int, ...]) -> bool:
         return node.client().execute_command(*meet) == b"OK"
     except redis.ResponseError:
         return False
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:7²", "127.0.0.1:99999999999999999999"])
+def test_a_corrupt_nodes_conf_is_not_loaded_and_said_so(tmp_path: Path, address: str) -> None:
+    directory = tmp_path / "node0"
+    directory.mkdir()
+    (directory / "nodes.conf").write_text(
+        f"{'1' * 40} :7711 myself 0 0 connected\n{'2' * 40} {address} noflags 0 0 connected\n"
+    )
+    node = start(tmp_path, 0)
+    try:
+        assert node.client().ping()
+        assert view(node) == {node.port: "myself"}
+        assert "not loaded: line 2: bad address" in node.log_path.read_text()
+    finally:
+        node.stop()

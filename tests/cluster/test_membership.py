@@ -249,6 +249,8 @@ def test_nodes_conf_round_trip_and_errors() -> None:
         parse_nodes_conf(f"{name(1).decode()} :7000 myself,bogus 0 0 connected\n", T0)
     with pytest.raises(NodesConfError, match="bad address"):
         parse_nodes_conf(f"{name(1).decode()} 7000 myself 0 0 connected\n", T0)
+    with pytest.raises(NodesConfError, match="bad address"):
+        parse_nodes_conf(f"{name(1).decode()} :7²00 myself 0 0 connected\n", T0)
     with pytest.raises(NodesConfError, match="fields"):
         parse_nodes_conf(f"{name(1).decode()} :7000 myself 0 0\n", T0)
 
