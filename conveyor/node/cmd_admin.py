@@ -93,7 +93,9 @@ def config(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         if len(args) != 4:
             return error("ERR Wrong number of arguments for CONFIG SET")
         name = args[2].decode(errors="replace").lower()
-        value = args[3].decode(errors="replace")
+        # Not "replace": a value that is not UTF-8 must be refused (Config.set), not
+        # stored with U+FFFD in place of its bytes.
+        value = args[3].decode(errors="surrogateescape")
         refused = _protected_config_refusal(server, conn, name, value)
         if refused is not None:
             return error(

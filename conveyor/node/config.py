@@ -154,12 +154,18 @@ class Config:
     def set(self, name: str, value: str) -> None:
         """CONFIG SET: parse, store, let the node apply it (`on_change`). Any failure
         leaves every value as it was and raises ConfigError with a message fit for a
-        client: no Python exception text."""
+        client: no Python exception text. `value` is the client's bytes decoded with
+        surrogateescape: one that is not UTF-8 is refused, never stored altered."""
         name = name.lower()
         directive = DIRECTIVES.get(name)
         if directive is None or not directive.settable:
             raise ConfigError(_SETTABLE_ERROR.format(name=shown(name)))
         invalid = f"Invalid argument '{shown(value)}' for CONFIG SET '{name}'"
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:  # bytes CONFIG (surrogateescape) could not decode
+                raise ConfigError(f"{invalid}: not UTF-8 text") from None
         try:
             parsed = directive.parse(value.split() if directive.multi else [value])
         except RangeError as exc:
