@@ -100,7 +100,11 @@ def run(config: Config) -> None:
     from conveyor.node.aof_load import StartupError
     from conveyor.node.server import Server, configure_logging
 
-    configure_logging(config)
+    try:
+        configure_logging(config)
+    except OSError as exc:  # `logfile` in a missing or unwritable directory
+        click.echo(f"Can't open the log file: {exc.strerror or exc}", err=True)
+        sys.exit(1)
     data_dir = Path(config["dir"])
     data_dir.mkdir(parents=True, exist_ok=True)
     try:

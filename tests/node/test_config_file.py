@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import free_port
 from tests.node.helpers import error_of, info, strict_client
 from tests.servers import NodeProcess, running_node
 
@@ -262,3 +263,18 @@ def test_rewrite_without_file_is_an_error(tmp_path: Path) -> None:
         client.close()
     finally:
         node.stop()
+
+
+def test_unusable_logfile_is_fatal_without_a_traceback(tmp_path: Path) -> None:
+    # The log file is opened before anything else; a missing directory used to end the
+    # process with a Python traceback instead of Redis' one-line reason.
+    logfile = tmp_path / "no-such-dir" / "node.log"
+    command = [sys.executable, "-m", "conveyor.cli", "server", "--logfile", str(logfile)]
+    result = subprocess.run(
+        [*command, "--port", str(free_port()), "--dir", str(tmp_path)],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert b"Traceback" not in result.stderr
+    assert b"Can't open the log file: No such file or directory" in result.stderr
