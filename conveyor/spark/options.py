@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from threading import TIMEOUT_MAX
 
 from conveyor.client._address import Address, parse_address
 
@@ -49,7 +50,9 @@ def _int(
     return value
 
 
-def _float(options: Mapping[str, str], name: str, default: float) -> float:
+def _float(
+    options: Mapping[str, str], name: str, default: float, maximum: float = TIMEOUT_MAX
+) -> float:
     raw = _get(options, name)
     if raw is None or raw == "":
         return default
@@ -57,8 +60,10 @@ def _float(options: Mapping[str, str], name: str, default: float) -> float:
         value = float(str(raw).strip())
     except ValueError:
         raise OptionError(f"option {name} must be a number, got {raw!r}") from None
-    if value < 0 or value != value:
-        raise OptionError(f"option {name} must be >= 0, got {raw!r}")
+    # inf, nan and 1e300 parse, but as a socket timeout or a wait they raise (or kill a
+    # background thread) far from the option that caused it.
+    if not 0 <= value <= maximum:
+        raise OptionError(f"option {name} must be a number from 0 to {maximum:g}, got {raw!r}")
     return value
 
 
@@ -108,7 +113,7 @@ def parse_connection(options: Mapping[str, str]) -> Connection:
     return Connection(
         nodes=parse_nodes(_get(options, "nodes")),
         password=_get(options, "password") or None,
-        timeout_s=_float(options, "timeoutMs", 10_000.0) / 1000.0 or 10.0,
+        timeout_s=_float(options, "timeoutMs", 10_000.0, TIMEOUT_MAX * 1000) / 1000.0 or 10.0,
     )
 
 
