@@ -108,7 +108,12 @@ class NodeSupervisor:
             self._stop()
             self._wait_all()
             return 1
-        self._form_cluster()
+        try:
+            self._form_cluster()
+        except OSError as exc:
+            # A node went away meanwhile: it is started again below. Leaving here would
+            # leave the others running with nobody to stop or restart them.
+            click.echo(f"forming the cluster: {exc}", err=True)
         click.echo(
             f"{self.count} nodes on {self._host()}:{self.port(0)}-{self.port(self.count - 1)}, "
             f"one cluster (bus ports {self.port(0) + 10000}-{self.port(self.count - 1) + 10000})"

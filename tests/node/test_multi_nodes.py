@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from conveyor.node.cli import build_config
-from conveyor.node.multi import node_arguments, split_nodes_option
+from conveyor.node.multi import NodeSupervisor, node_arguments, split_nodes_option
 
 COUNT = 3
 
@@ -159,3 +159,24 @@ def test_per_node_directives() -> None:
         "--port", "7001", "--dir", "/d/node-7001", "--tls-port", "9001",
         "--logfile", "x/node-7001.log", "--pidfile", "/run/conveyor-7001",
     ]  # fmt: skip
+
+
+def test_a_node_gone_while_the_cluster_forms_is_supervised_not_orphaned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A node that dies between its first PONG and the MEETs used to end the supervisor
+    # with a traceback (connection refused), leaving the other nodes running unsupervised.
+    config = build_config(["--port", "7000", "--dir", "/nonexistent"])
+    supervisor = NodeSupervisor(config, [], 2)
+    supervised: list[bool] = []
+
+    def refused(*words: str) -> bytes:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # pytest's own stay
+    monkeypatch.setattr(supervisor, "start", lambda index: None)
+    monkeypatch.setattr(supervisor, "_wait_ready", lambda: True)
+    monkeypatch.setattr(supervisor, "_call", refused)
+    monkeypatch.setattr(supervisor, "_supervise", lambda: supervised.append(True) or 0)
+    assert supervisor.run() == 0
+    assert supervised == [True]
