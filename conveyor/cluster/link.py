@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .codec import FrameReader, decode, encode
 from .framing import seal
@@ -111,6 +111,12 @@ class BusLink(asyncio.Protocol):
         if self.peer is None:
             return f"inbound link #{self.id} from {where}"
         return f"outbound link #{self.id} to {describe_key(self.peer.key)} at {where}"
+
+    @property
+    def sock(self) -> Any:
+        """The connection's socket (asyncio's TransportSocket), for socket options; None
+        before it is made and once it is lost."""
+        return self._transport.get_extra_info("socket") if self._transport else None
 
     @property
     def send_buffer(self) -> int:

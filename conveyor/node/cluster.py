@@ -45,6 +45,7 @@ from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
 from conveyor.node.connection import now_ms
 from conveyor.node.deferred import ReplySlot
+from conveyor.node.keepalive import set_keepalive
 from conveyor.node.send_policy import SendPolicy
 
 if TYPE_CHECKING:
@@ -199,6 +200,13 @@ class ClusterDriver(SendPolicy):
 
     # -- bus callbacks ---------------------------------------------------------------------------
     def _on_link_up(self, link: BusLink) -> None:
+        if link.inbound:
+            # Written on only to answer PINGs: one whose peer vanished without a FIN (a
+            # crash, a partition) would hold an inbound slot for ever. Probes find it.
+            if (sock := link.sock) is not None:
+                timeout_ms = self.server.config["cluster-node-timeout"]
+                set_keepalive(sock, max(1, 2 * timeout_ms // 1000))
+            return
         if link.peer is not None and isinstance(link.peer.key, bytes):
             self.membership.link_up(link.peer.key, now_ms())
             self._run_actions(link)
