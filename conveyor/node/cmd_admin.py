@@ -297,18 +297,21 @@ def shutdown(server: Server, conn: Connection, args: list[bytes]) -> bytes | Non
 
 
 def command(server: Server, conn: Connection, args: list[bytes]) -> bytes:
-    # Unique commands (the table holds each under two spellings).
-    commands = {cmd.name: cmd for cmd in server.commands.values()}
+    # Each command once, under the name it answers to (rename-command's new name; the
+    # table holds each under a lower- and an upper-case spelling).
+    commands = {name: cmd for name, cmd in server.commands.items() if name == name.lower()}
     resp3 = conn.protocol == 3
     if len(args) == 1:
-        return encode([_command_info(cmd) for cmd in commands.values()])
+        return encode([_command_info(name, cmd) for name, cmd in commands.items()])
     sub = args[1].lower()
     if sub == b"count" and len(args) == 2:
         return integer(len(commands))
     if sub == b"info":
         return encode(
             [
-                _command_info(commands[name.lower()]) if name.lower() in commands else None
+                _command_info(name.lower(), commands[name.lower()])
+                if name.lower() in commands
+                else None
                 for name in args[2:]
             ],
             resp3,  # unknown names: `_` in RESP3
@@ -330,11 +333,11 @@ _FLAG_NAMES = {
 }
 
 
-def _command_info(cmd: Command) -> list[object]:
+def _command_info(name: bytes, cmd: Command) -> list[object]:
     flags = [_FLAG_NAMES[flag] for flag in cmd.flags if flag in _FLAG_NAMES]
     # The 7th element (ACL categories, none here) is Redis 6's; redis-py 8's RESP3 parser
     # of COMMAND reads it.
-    return [cmd.name, cmd.arity, [Status(flag) for flag in flags], 0, 0, 0, []]
+    return [name, cmd.arity, [Status(flag) for flag in flags], 0, 0, 0, []]
 
 
 def bgrewriteaof(server: Server, conn: Connection, args: list[bytes]) -> bytes:

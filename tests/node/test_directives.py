@@ -27,6 +27,24 @@ def test_rename_command_renames_and_disables(tmp_path: Path) -> None:
         assert client.execute_command("PING") is True
 
 
+def test_command_lists_commands_under_the_names_they_answer_to(tmp_path: Path) -> None:
+    # COMMAND used to list the original names: a renamed command under a name that is
+    # an unknown command, and not under the one it answers to.
+    config = tmp_path / "node.conf"
+    config.write_text('rename-command CONFIG ""\nrename-command DEBUG secret-debug\n')
+    with running_node(tmp_path / "n", config_file=config) as node:
+        client = node.client()
+        # b"COMMAND": redis-py's own parsing of COMMAND replies stays out of the way.
+        names = client.execute_command(b"COMMAND", "LIST")
+        assert b"secret-debug" in names and b"ping" in names
+        assert b"debug" not in names and b"config" not in names
+        assert client.execute_command(b"COMMAND", "COUNT") == len(names)
+        info = client.execute_command(b"COMMAND", "INFO", "SECRET-DEBUG", "debug")
+        assert info[0][:2] == [b"secret-debug", -2] and info[1] is None
+        entries = client.execute_command(b"COMMAND")
+        assert sorted(entry[0] for entry in entries) == sorted(names)
+
+
 def test_timeout_closes_idle_clients_but_not_blocked_ones(tmp_path: Path) -> None:
     with running_node(tmp_path / "n", "--timeout", "1") as node:
         idle = socket.create_connection(("127.0.0.1", node.port))
