@@ -24,6 +24,30 @@ class OptionError(ValueError):
     """A data source option is missing or has a bad value."""
 
 
+CONNECTION_OPTIONS = ("nodes", "password", "timeoutMs")
+READ_OPTIONS = (
+    *CONNECTION_OPTIONS,
+    *("queues", "maxJobsPerTrigger", "ack", "journal", "lease", "numPartitions"),
+    *("prefetch", "state", "exchange"),
+)
+WRITE_OPTIONS = (
+    *CONNECTION_OPTIONS,
+    *("queue", "replicate", "retry", "ttl", "delay", "maxlen", "async", "timeout", "batchSize"),
+)
+# Spark puts these in every data source's options itself: load(path) or start(path),
+# writeStream's checkpointLocation and queryName.
+SPARK_OPTIONS = ("path", "checkpointLocation", "queryName")
+
+
+def _refuse_unknown(options: Mapping[str, str], known: tuple[str, ...]) -> None:
+    """A misspelt option would otherwise be ignored: `jornal` silently runs without the
+    journal, `queues` on a write falls back to no queue at all."""
+    allowed = {name.lower() for name in (*known, *SPARK_OPTIONS)}
+    unknown = sorted(key for key in options if key.lower() not in allowed)
+    if unknown:
+        raise OptionError(f"unknown option {unknown[0]}; the options are {', '.join(known)}")
+
+
 def _get(options: Mapping[str, str], name: str) -> str | None:
     # Spark's map is case-insensitive already; plain dicts from tests may not be.
     if name in options:
@@ -137,6 +161,7 @@ EXCHANGES = ("auto", "file", "inline")
 
 
 def parse_read_options(options: Mapping[str, str], default_exchange: str = "inline") -> ReadOptions:
+    _refuse_unknown(options, READ_OPTIONS)
     ack = (_get(options, "ack") or "ackjob").strip().lower()
     if ack not in ACK_MODES:
         raise OptionError(f"option ack must be ackjob or fastack, got {ack!r}")
@@ -184,6 +209,7 @@ class WriteOptions:
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    _refuse_unknown(options, WRITE_OPTIONS)
     queue = (_get(options, "queue") or "").strip() or None
     return WriteOptions(
         connection=parse_connection(options),

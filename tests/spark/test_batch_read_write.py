@@ -152,6 +152,7 @@ def test_batch_write_queue_column_binary_bodies_and_delay(
         ("body int", [(1,)], {"queue": "q"}, "column 'body' must be string or binary"),
         ("body string", [("a",)], {}, "needs a 'queue' column or option"),
         ("body string", [("a",)], {"queue": "q", "retry": "soon"}, "retry must be an integer"),
+        ("body string", [("a",)], {"queue": "q", "queues": "r"}, "unknown option queues"),
     ],
 )
 def test_batch_write_rejects_bad_frames_and_options_before_adding_anything(

@@ -3,6 +3,8 @@ that names the option."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from conveyor.spark.options import OptionError, parse_read_options, parse_write_options
@@ -26,3 +28,29 @@ def test_finite_numbers_still_parse() -> None:
     options = parse_read_options({"queues": "q", "timeoutMs": "2500", "lease": "0.5"})
     assert options.connection.timeout_s == 2.5
     assert options.lease_s == 0.5
+
+
+@pytest.mark.parametrize(
+    ("parse", "options", "name"),
+    [
+        (parse_read_options, {"queues": "q", "jornal": "/data/journal"}, "jornal"),
+        (parse_read_options, {"queues": "q", "maxjobspertriger": "10"}, "maxjobspertriger"),
+        (parse_read_options, {"queues": "q", "queue": "r"}, "queue"),
+        (parse_write_options, {"queue": "q", "queues": "r,s"}, "queues"),
+        (parse_write_options, {"queue": "q", "retries": "3"}, "retries"),
+    ],
+)
+def test_unknown_options_are_refused_by_name(
+    parse: Callable[[dict[str, str]], object], options: dict[str, str], name: str
+) -> None:
+    # Ignored before: a misspelt journal silently ran the query without exact replay.
+    with pytest.raises(OptionError, match=f"unknown option {name};"):
+        parse(options)
+
+
+def test_options_spark_adds_itself_and_any_case_are_accepted() -> None:
+    spark_added = {"path": "/x", "checkpointlocation": "/ck", "queryname": "n"}
+    read = parse_read_options({"Queues": "q", "MAXJOBSPERTRIGGER": "5", **spark_added})
+    assert read.max_jobs_per_trigger == 5
+    write = parse_write_options({"queue": "q", "batchsize": "7", **spark_added})
+    assert write.batch_size == 7
