@@ -52,7 +52,8 @@ _QSCAN_OPTIONS = frozenset((b"minlen", b"maxlen", b"importrate"))
 
 def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     scan = parse_scan_args(args, _QSCAN_OPTIONS)
-    limits = {name: int_or_error(raw[-1]) for name, raw in scan.values.items()}
+    # Every value is checked, as Disque parses each; the last one of an option counts.
+    limits = {name: [int_or_error(value) for value in raw][-1] for name, raw in scan.values.items()}
     minlen = limits.get(b"minlen")
     maxlen = limits.get(b"maxlen")
     importrate = limits.get(b"importrate")

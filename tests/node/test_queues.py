@@ -244,6 +244,9 @@ def test_qscan_minlen_maxlen(r: redis.Redis) -> None:
         *[(("MINLEN", bad), NOT_INTEGER) for bad in BAD_NUMBERS],
         *[(("MAXLEN", bad), NOT_INTEGER) for bad in BAD_NUMBERS],
         *[(("IMPORTRATE", bad), NOT_INTEGER) for bad in BAD_NUMBERS],
+        # A bad value is refused even when the option comes again (it used to be
+        # dropped unread: only the last value was parsed).
+        *[((name, "abc", name, "1"), NOT_INTEGER) for name in ("MINLEN", "MAXLEN", "IMPORTRATE")],
     ],
 )
 def test_qscan_errors(r: redis.Redis, argv: tuple[str, ...], expected: str) -> None:
