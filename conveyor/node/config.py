@@ -93,6 +93,9 @@ class Config:
             raise ConfigError(f"Invalid argument for '{name}': {shown(' '.join(args))}") from None
         if name in PATH_DIRECTIVES and "\x00" in parsed:
             raise ConfigError(f"Invalid argument for '{name}': a path cannot contain a NUL byte")
+        problem = _unusable(name, parsed)
+        if problem is not None:
+            raise ConfigError(f"Invalid argument for '{name}': {shown(' '.join(args))} ({problem})")
         if directive.kind == "buffer-limits":
             self._set_buffer_limits(parsed)
         elif directive.kind == "save":
@@ -290,6 +293,24 @@ class Config:
             os.replace(tmp, self.file)
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror}") from None
+
+
+# The largest listen() backlog the socket calls take (a C int), as Redis' INT_MAX bound.
+_BACKLOG_MAX = 2**31 - 1
+
+
+def _unusable(name: str, parsed: Any) -> str | None:
+    """Why a value that parsed can still not be used once the node starts, or None: those
+    used to pass here and end the node with a traceback after it had bound its ports."""
+    if name == "unixsocketperm":  # read as octal digits (`700`), as Redis, up to 0777
+        digits = str(parsed)
+        if not digits.isdigit() or not set(digits) <= set("01234567"):
+            return "not octal"
+        if int(digits, 8) > 0o777:
+            return "argument must be at most 777"
+    if name == "tcp-backlog" and parsed > _BACKLOG_MAX:
+        return f"argument must be between 0 and {_BACKLOG_MAX} inclusive"
+    return None
 
 
 # A word written as is: printable ASCII without quotes, backslash or space.

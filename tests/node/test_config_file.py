@@ -278,3 +278,34 @@ def test_unusable_logfile_is_fatal_without_a_traceback(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert b"Traceback" not in result.stderr
     assert b"Can't open the log file: No such file or directory" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--unixsocketperm", "999"], "Invalid argument for 'unixsocketperm': 999 (not octal)"),
+        (["--unixsocketperm", "1000"], "'unixsocketperm': 1000 (argument must be at most 777)"),
+        (["--unixsocketperm", "-7"], "'unixsocketperm': -7 (not octal)"),
+        (
+            ["--tcp-backlog", "99999999999999999999"],
+            "'tcp-backlog': 99999999999999999999 (argument must be between 0 and 2147483647",
+        ),
+    ],
+)
+def test_directives_the_node_cannot_use_are_fatal_before_it_starts(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    # These used to pass the check and end the node with a traceback once it had
+    # bound its ports (os.chmod of the socket, listen()).
+    socket_path = tmp_path / "node.sock"
+    command = [sys.executable, "-m", "conveyor.cli", "server", "--unixsocket", str(socket_path)]
+    result = subprocess.run(
+        [*command, *args, "--port", str(free_port()), "--dir", str(tmp_path)],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert b"Traceback" not in result.stderr
+    assert b"FATAL CONFIG FILE ERROR" in result.stderr
+    assert message.encode() in result.stderr
+    assert not socket_path.exists()
