@@ -17,11 +17,18 @@ from pathlib import Path
 import pyarrow as pa
 
 from conveyor.spark import rows
+from conveyor.spark.options import OptionError
 
 
 class Journal:
     def __init__(self, root: str, run: str) -> None:
         self.directory = Path(root) / run
+        # Now, before any job is leased: a directory that cannot be made (the option names
+        # a file, say) would otherwise fail the first batch with the jobs already leased.
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OptionError(f"option journal: cannot use {root!r}: {error}") from None
 
     def _path(self, seq: int) -> Path:
         return self.directory / f"batch-{seq:012d}.arrow"

@@ -262,6 +262,7 @@ def test_without_lease_a_slow_batch_is_redelivered(
         ({"queues": "q", "nodes": "host:notaport"}, "option nodes"),
         ({"queues": "q", "exchange": "carrier-pigeon"}, "exchange must be auto, file or inline"),
         ({"queues": "q", "jornal": "/tmp/journal"}, "unknown option jornal"),
+        ({"queues": "q", "journal": "/etc/passwd"}, "option journal: cannot use"),
     ],
 )
 def test_bad_options_fail_the_query_at_start_with_a_clear_error(
