@@ -167,7 +167,16 @@ class DriverState:
             batch.ids_by_node[name] = ids
             remaining -= len(ids)
         if batch.rows and self.journal is not None:
-            self.journal.write(seq, batch.all_batches())
+            try:
+                self.journal.write(seq, batch.all_batches())
+            except OSError as error:
+                # Neither journaled nor handed to Spark, the jobs would wait out their RETRY
+                # (or, with RETRY 0, never come back): return them before failing the batch.
+                self._enqueue(batch)
+                raise OSError(
+                    f"cannot journal batch {seq} under {self.journal.directory} ({error}); "
+                    f"its {batch.rows} leased jobs were handed back to their queues"
+                ) from None
         with self.lock:
             self.pending[seq] = batch
         return batch
@@ -215,13 +224,16 @@ class DriverState:
         """Return a batch Spark will never see to its queues (ENQUEUE: no NACK counted)."""
         with self.lock:
             self.pending.pop(batch.seq, None)
+        self._enqueue(batch)
+        if self.journal is not None:
+            self.journal.delete(batch.seq)
+
+    def _enqueue(self, batch: LeasedBatch) -> None:
         for name, ids in batch.ids_by_node.items():
             try:
                 self.link(parse_address(name)).enqueue(ids)
             except NodeError as error:
                 log.warning("handing back %d jobs to %s failed: %s", len(ids), name, error)
-        if self.journal is not None:
-            self.journal.delete(batch.seq)
 
     def batch_for_replay(self, seq: int) -> LeasedBatch | None:
         with self.lock:

@@ -28,3 +28,23 @@ def test_a_journal_option_naming_a_file_fails_before_anything_is_leased(
     with pytest.raises(OptionError, match="option journal: cannot use"):
         DriverState(options, "run1").take(1, 100)
     assert r.execute_command("QLEN", "q") == 5
+
+
+def test_jobs_leased_for_a_batch_the_journal_cannot_keep_go_back_to_their_queue(
+    node: NodeProcess, r: redis.Redis, tmp_path: Path
+) -> None:
+    # A RETRY far beyond the test: only the hand-back can have queued them again.
+    for index in range(20):
+        r.execute_command("ADDJOB", "q", f"job-{index}", 0, "RETRY", 3600)
+    journal = tmp_path / "journal"
+    state = DriverState(parse_read_options(_options(node, journal)), "run1")
+    # The journal's temporary file for batch 1 cannot be opened for writing.
+    (journal / "run1" / "batch-000000000001.tmp").mkdir(parents=True)
+    try:
+        with pytest.raises(OSError) as failure:
+            state.take(1, 100)
+    finally:
+        state.stop()
+    assert r.execute_command("QLEN", "q") == 20
+    assert "cannot journal batch 1" in str(failure.value)
+    assert "20 leased jobs were handed back" in str(failure.value)
