@@ -149,12 +149,14 @@ class Membership(FailureDetection):
                 self.actions.append(Connect(node.name, node.ip, node.port))
         self._changed(config=False)
 
-    def meet(self, ip: str, port: int, now_ms: int) -> bool:
+    def meet(
+        self, ip: str, port: int, now_ms: int, flags: int = NODE_HANDSHAKE | NODE_MEET
+    ) -> bool:
         """Start a handshake with ip:port (False: one is already in progress)."""
         for node in self.nodes.values():
             if node.flags & NODE_HANDSHAKE and node.ip == ip and node.port == port:
                 return False
-        node = ClusterNode(random_name(), ip, port, NODE_HANDSHAKE | NODE_MEET, ctime_ms=now_ms)
+        node = ClusterNode(random_name(), ip, port, flags, ctime_ms=now_ms)
         self.nodes[node.name] = node
         self.actions.append(Connect(node.name, ip, port))
         self._changed()
@@ -283,12 +285,9 @@ class Membership(FailureDetection):
                 self.myself.ip = local_ip  # how peers reach us, learned from their MEET
                 self._changed()
             if sender is None and is_meet:
-                node = ClusterNode(
-                    random_name(), remote_ip, header.port, NODE_HANDSHAKE, ctime_ms=now_ms
-                )
-                self.nodes[node.name] = node
-                self.actions.append(Connect(node.name, node.ip, node.port))
-                self._changed()
+                # One handshake per address, however many MEETs (each was a node and a
+                # connection until the handshake timeout); PINGed, not MEETed (Disque).
+                self.meet(remote_ip, header.port, now_ms, NODE_HANDSHAKE)
             self._ping(self.myself, Pong, now_ms)
         if outbound is not None:
             link_node = self.nodes.get(outbound)

@@ -289,3 +289,14 @@ def test_a_handshake_answered_by_a_name_that_is_not_hex_is_dropped(sender: bytes
     assert list(member.nodes) == [name(1)]
     assert Drop(connect.name) in member.take_actions()
     assert len(parse_nodes_conf(member.describe(), T0)) == 1
+
+
+def test_meets_repeated_by_an_unknown_sender_make_one_handshake() -> None:
+    a = Membership(name(1), 7000, TIMEOUT, random.Random(1), T0)
+    b = Membership(name(2), 7001, TIMEOUT, random.Random(2), T0)
+    for _ in range(100):
+        a.receive(Meet(b.header()), None, "127.0.0.9", "127.0.0.1", T0)
+    actions = a.take_actions()
+    assert len(a.nodes) == 2  # ourselves and one handshake: not a hundred
+    assert sum(isinstance(act, Connect) for act in actions) == 1
+    assert sum(isinstance(act, Reply) for act in actions) == 100  # each MEET answered
