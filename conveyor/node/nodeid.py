@@ -73,7 +73,9 @@ def _open_locked(path: Path) -> int:
 
 
 def _read_id(path: Path) -> str | None:
-    for line in path.read_text().splitlines():
+    # A damaged byte elsewhere in the file must not cost the node its ID (nor stop it with
+    # a traceback): the ID is ASCII, and the cluster's own load says the rest is damaged.
+    for line in path.read_bytes().decode(errors="replace").splitlines():
         words = line.split()
         if len(words) >= 3 and "myself" in words[2].split(",") and _ID_RE.match(words[0]):
             return words[0]

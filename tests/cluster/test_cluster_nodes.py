@@ -234,3 +234,20 @@ def test_a_corrupt_nodes_conf_is_not_loaded_and_said_so(tmp_path: Path, address:
         assert "not loaded: line 2: bad address" in node.log_path.read_text()
     finally:
         node.stop()
+
+
+def test_a_nodes_conf_with_bytes_not_utf8_keeps_the_id_and_is_not_loaded(tmp_path: Path) -> None:
+    # A damaged byte in another node's line: the node starts under the ID of its `myself`
+    # line and says the rest was not loaded, as for any other damage (not a traceback).
+    directory = tmp_path / "node0"
+    directory.mkdir()
+    (directory / "nodes.conf").write_bytes(
+        b"1" * 40 + b" :7711 myself 0 0 connected\n" + b"2" * 40 + b" 127.0.0.1:77\xff1 noflags\n"
+    )
+    node = start(tmp_path, 0)
+    try:
+        assert node.client().execute_command("CLUSTER", "MYID") == b"1" * 40
+        assert view(node) == {node.port: "myself"}
+        assert "not loaded: 'utf-8' codec can't decode" in node.log_path.read_text()
+    finally:
+        node.stop()
