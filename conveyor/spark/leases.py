@@ -138,7 +138,13 @@ class DriverState:
 
     # -- leasing ----------------------------------------------------------------------
     def lease(self, seq: int, max_rows: int) -> LeasedBatch:
-        """Lease up to `max_rows` jobs for batch `seq`, journal them, and keep them pending."""
+        """Lease up to `max_rows` jobs for batch `seq`, journal them, and keep them pending
+        (a batch the journal holds already is taken from it instead)."""
+        journaled = self._from_journal(seq)
+        if journaled is not None:
+            # Leased before a restart and never planned by Spark (a prefetch, say): leasing
+            # again would overwrite it in the journal and leave its jobs leased to no one.
+            return journaled
         nodes = self.options.connection.nodes
         start = self._rotation % len(nodes)
         self._rotation += 1

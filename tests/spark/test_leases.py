@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from conveyor.spark.leases import DriverState
+from conveyor.spark.leases import DriverState, LeasedBatch
 from conveyor.spark.options import OptionError, parse_read_options
 from tests.servers import NodeProcess
+from tests.spark.streams import jobs_on_node
 
 
 def _options(node: NodeProcess, journal: Path) -> dict[str, str]:
@@ -48,3 +49,42 @@ def test_jobs_leased_for_a_batch_the_journal_cannot_keep_go_back_to_their_queue(
     assert r.execute_command("QLEN", "q") == 20
     assert "cannot journal batch 1" in str(failure.value)
     assert "20 leased jobs were handed back" in str(failure.value)
+
+
+def _ids(batch: LeasedBatch) -> list[str]:
+    # Leased IDs are bytes as the node sent them, journaled ones str.
+    return [
+        job_id.decode() if isinstance(job_id, bytes) else job_id
+        for ids in batch.ids_by_node.values()
+        for job_id in ids
+    ]
+
+
+def test_a_restart_prefetches_the_journaled_batch_instead_of_leasing_over_it(
+    node: NodeProcess, r: redis.Redis, tmp_path: Path
+) -> None:
+    """The query stopped after the reader leased batch 1 and prefetched batch 2 (both
+    journaled) but before Spark logged offset 1: the restarted query plans batch 1 again."""
+    for index in range(30):
+        r.execute_command("ADDJOB", "q", f"job-{index}", 0, "RETRY", 3600)
+    options = parse_read_options(_options(node, tmp_path / "journal"))
+    first = DriverState(options, "run1")
+    before = _ids(first.take(1, 10))
+    first.prefetch(2, 10)
+    first.stop()  # waits for the prefetch; with a journal, keeps its batch
+    assert first.journal is not None and first.journal.pending() == [1, 2]
+    prefetched = _ids(LeasedBatch.from_batches(2, first.journal.load(2) or []))
+
+    second = DriverState(options, "run1")
+    try:
+        assert _ids(second.take(1, 10)) == before
+        second.prefetch(2, 10)
+        # Leasing batch 2 afresh overwrote its journal: its first jobs stayed leased.
+        assert _ids(second.take(2, 10)) == prefetched
+        second.commit(2)
+        assert second._ack_future is not None
+        second._ack_future.result()
+    finally:
+        second.stop()
+    assert jobs_on_node(r) == 10
+    assert r.execute_command("QLEN", "q") == 10
