@@ -60,8 +60,13 @@ class Config:
         return self.values[name]
 
     def apply(self, name: str, args: list[str]) -> None:
-        """Set a directive from file or command-line words; ConfigError when bad."""
+        """Set a directive from file or command-line words; ConfigError when bad. Words
+        that were not UTF-8 arrive decoded with surrogateescape (as sys.argv is), and are
+        refused: kept, they would either fail later or stand for other bytes."""
         name = name.lower()
+        for word in args:
+            if not word.isascii() and not _is_utf8(word):
+                raise ConfigError(f"Invalid argument for '{name}': {shown(word)} (not UTF-8 text)")
         if name == "include":
             if len(args) != 1:
                 raise ConfigError("wrong number of arguments")
@@ -123,7 +128,7 @@ class Config:
             try:
                 self.apply(
                     words[0].decode(errors="replace"),
-                    [w.decode(errors="replace") for w in words[1:]],
+                    [w.decode(errors="surrogateescape") for w in words[1:]],
                 )
             except ConfigError as exc:
                 raise ConfigError(f"{path}:{number}: '{shown(text)}': {exc}") from None
@@ -164,11 +169,8 @@ class Config:
         if directive is None or not directive.settable:
             raise ConfigError(_SETTABLE_ERROR.format(name=shown(name)))
         invalid = f"Invalid argument '{shown(value)}' for CONFIG SET '{name}'"
-        if not value.isascii():
-            try:
-                value.encode()
-            except UnicodeEncodeError:  # bytes CONFIG (surrogateescape) could not decode
-                raise ConfigError(f"{invalid}: not UTF-8 text") from None
+        if not value.isascii() and not _is_utf8(value):
+            raise ConfigError(f"{invalid}: not UTF-8 text")
         try:
             parsed = directive.parse(value.split() if directive.multi else [value])
         except RangeError as exc:
@@ -293,6 +295,15 @@ class Config:
             os.replace(tmp, self.file)
         except OSError as exc:
             raise ConfigError(f"Rewriting config file: {exc.strerror}") from None
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text holding bytes that were not UTF-8 (decoded with surrogateescape)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # The largest listen() backlog the socket calls take (a C int), as Redis' INT_MAX bound.

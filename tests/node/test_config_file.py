@@ -309,3 +309,22 @@ def test_directives_the_node_cannot_use_are_fatal_before_it_starts(
     assert b"FATAL CONFIG FILE ERROR" in result.stderr
     assert message.encode() in result.stderr
     assert not socket_path.exists()
+
+
+@pytest.mark.parametrize("where", ["file", "command line"])
+def test_a_value_that_is_not_utf8_is_fatal(tmp_path: Path, where: str) -> None:
+    # From the command line it used to end the node with a traceback; from the file it
+    # was kept with U+FFFD for its bytes (another password or queue than the one given).
+    config = tmp_path / "node.conf"
+    config.write_bytes(b'requirepass "s3cret\\xff"\n' if where == "file" else b"")
+    extra = [] if where == "file" else [b"--deadletter-queue", b"dead\xff"]
+    command = [sys.executable, "-m", "conveyor.cli", "server", str(config), *extra]
+    result = subprocess.run(
+        [*command, "--port", str(free_port()), "--dir", str(tmp_path)],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert b"Traceback" not in result.stderr
+    assert b"FATAL CONFIG FILE ERROR" in result.stderr
+    assert b"\\xff (not UTF-8 text)" in result.stderr
