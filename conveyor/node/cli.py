@@ -106,7 +106,11 @@ def run(config: Config) -> None:
         click.echo(f"Can't open the log file: {exc.strerror or exc}", err=True)
         sys.exit(1)
     data_dir = Path(config["dir"])
-    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, or no right to create it
+        click.echo(f"Can't use the data directory '{data_dir}': {exc.strerror or exc}", err=True)
+        sys.exit(1)
     try:
         node = Server.from_config(config)
     except ConfigError as exc:  # a directive that parsed but can't be used (event-log)

@@ -328,3 +328,13 @@ def test_a_value_that_is_not_utf8_is_fatal(tmp_path: Path, where: str) -> None:
     assert b"Traceback" not in result.stderr
     assert b"FATAL CONFIG FILE ERROR" in result.stderr
     assert b"\\xff (not UTF-8 text)" in result.stderr
+
+
+def test_a_data_directory_that_is_a_file_is_fatal_without_a_traceback(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "data"
+    not_a_dir.write_text("a file")
+    command = [sys.executable, "-m", "conveyor.cli", "server", "--dir", str(not_a_dir)]
+    result = subprocess.run([*command, "--port", str(free_port())], capture_output=True, timeout=30)
+    assert result.returncode == 1
+    assert b"Traceback" not in result.stderr
+    assert f"Can't use the data directory '{not_a_dir}': File exists".encode() in result.stderr
