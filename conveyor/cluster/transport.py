@@ -103,6 +103,11 @@ log = logging.getLogger("conveyor.cluster")
 
 DEFAULT_MAX_SEND_BUFFER = 16 * 1024 * 1024
 DEFAULT_MAX_INBOUND = 1024
+# An inbound link that has not brought one whole frame by then is closed. A node sends its
+# PING or MEET as soon as its link is up (Disque's cron does too), so only a connection
+# that speaks no bus (or not our cluster-password) waits that long: without a deadline it
+# would hold one of the max_inbound slots for as long as it stays open.
+DEFAULT_FIRST_FRAME_S = 10.0
 # Disque's cron tries a missing link this often; hearing from a peer wakes ours no sooner.
 WAKE_INTERVAL_S = 0.1
 
@@ -140,6 +145,7 @@ class BusTransport:
         max_frame: int = DEFAULT_MAX_FRAME,
         max_send_buffer: int = DEFAULT_MAX_SEND_BUFFER,
         max_inbound: int = DEFAULT_MAX_INBOUND,
+        first_frame_s: float = DEFAULT_FIRST_FRAME_S,
         mac_key: bytes | None = None,
         tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
         backoff: Backoff | None = None,
@@ -150,6 +156,7 @@ class BusTransport:
         self.max_frame = max_frame
         self.max_send_buffer = max_send_buffer
         self.max_inbound = max_inbound
+        self.first_frame_s = first_frame_s
         self.mac_key = mac_key  # cluster-password: frames sealed both ways (framing.py)
         # tls-cluster: (listening, connecting) contexts; every link is TLS both ways.
         self.tls_listen, self.tls_connect = tls if tls is not None else (None, None)
@@ -164,6 +171,7 @@ class BusTransport:
         self._server: asyncio.Server | None = None
         self._peers: dict[PeerKey, OutboundPeer] = {}
         self._inbound: set[BusLink] = set()
+        self._first_frame_due: dict[BusLink, asyncio.TimerHandle] = {}
         self._dying: set[asyncio.Task[None]] = set()
         self._closing = False
         self.unflushed: set[BusLink] = set()
@@ -197,6 +205,9 @@ class BusTransport:
         self._peers.clear()
         tasks = [task for peer in peers if (task := peer._close()) is not None]
         links = [peer.link for peer in peers if peer.link is not None] + list(self._inbound)
+        for timer in self._first_frame_due.values():
+            timer.cancel()
+        self._first_frame_due.clear()
         for link in links:
             link.close("transport closed")
         await asyncio.gather(*tasks, *self._dying, return_exceptions=True)
@@ -337,6 +348,9 @@ class BusTransport:
                 return
             self._inbound.add(link)
             self.stats.accepted += 1
+            self._first_frame_due[link] = asyncio.get_running_loop().call_later(
+                self.first_frame_s, self._first_frame_missing, link
+            )
             self._call(self._on_link_up, link)
             return
         if not link.peer._linked(link):
@@ -359,11 +373,19 @@ class BusTransport:
         self.stats.messages_in += 1
         self._call(self._on_message, link, message)
 
+    def _first_frame_missing(self, link: BusLink) -> None:
+        self._first_frame_due.pop(link, None)
+        if link.frames_in == 0 and not link.closed:
+            log.warning("bus: closed %s: no frame within %g s", link.describe(), self.first_frame_s)
+            link.close(f"no frame within {self.first_frame_s:g} s")
+
     def _link_lost(self, link: BusLink, reason: str) -> None:
         if link.peer is None:
             if link not in self._inbound:
                 return  # refused: never announced
             self._inbound.discard(link)
+            if (timer := self._first_frame_due.pop(link, None)) is not None:
+                timer.cancel()
         elif not link.peer._unlinked(link):
             return
         self._call(self._on_link_down, link, reason)

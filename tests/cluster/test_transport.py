@@ -320,6 +320,31 @@ async def test_inbound_links_beyond_the_maximum_are_refused() -> None:
 # ------------------------------------------------------------------------ bad peers
 
 
+async def test_an_inbound_link_without_a_frame_is_closed_at_the_deadline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A connection that speaks no bus would otherwise hold an inbound slot for as long as
+    # it stays open; one that sent a frame in time is kept past the deadline.
+    caplog.set_level(logging.WARNING, logger="conveyor.cluster")
+    async with nodes(HEADER_A, first_frame_s=0.2) as (a,):
+        silent_reader, silent = await asyncio.open_connection(LOCAL, a.bus.port)
+        talker_reader, talker = await asyncio.open_connection(LOCAL, a.bus.port)
+        talker.write(encode(Fail(HEADER_B, NAME_A)))
+        assert await asyncio.wait_for(closed_by_peer(silent_reader), 20)
+        await until(lambda: len(a.bus.inbound) == 1, "the silent link gone")
+        (kept,) = a.bus.inbound
+        assert kept.frames_in == 1 and not kept.closed
+        port = silent.get_extra_info("sockname")[1]
+        assert any(
+            f":{port}:" in r.getMessage() and "no frame within 0.2 s" in r.getMessage()
+            for r in caplog.records
+        )
+        assert not a.bus._first_frame_due  # no timer left for either link
+        for writer in (silent, talker):
+            writer.close()
+        assert not talker_reader.at_eof()
+
+
 def raw_frame(kind: int, payload: bytes, *, ver: int = 1, totlen: int | None = None) -> bytes:
     size = 144 + len(payload) if totlen is None else totlen
     head = b"DbuZ" + struct.pack(">IHHHH", size, ver, 0, kind, 0) + NAME_B + bytes(80)
