@@ -304,14 +304,15 @@ class ClusterDriver(SendPolicy):
     def meet(self, ip_text: str, port: int) -> str | None:
         """CLUSTER MEET: None, or the error text."""
         try:
-            ip = str(ipaddress.ip_address(ip_text))
+            address = ipaddress.ip_address(ip_text)
         except ValueError:
-            return f"Invalid node address specified: {ip_text}:{port}"
-        if not 0 < port <= MAX_CLIENT_PORT:
+            address = None
+        # No IPv6 zone (::1%eth0): Disque's inet_pton refuses it, and the bus cannot use it.
+        if address is None or getattr(address, "scope_id", None) or not 0 < port <= MAX_CLIENT_PORT:
             return f"Invalid node address specified: {ip_text}:{port}"
         if self.bus is None:
             return f"the cluster bus is not running: {self.bus_error or 'node stopping'}"
-        self.membership.meet(ip, port, now_ms())
+        self.membership.meet(str(address), port, now_ms())
         self._run_actions(None)
         return None
 

@@ -167,6 +167,8 @@ def test_cluster_command_errors(tmp_path: Path, cluster: list[NodeProcess]) -> N
         ("MEET", "127.0.0.1", "0"): "Invalid node address specified: 127.0.0.1:0",
         ("MEET", "127.0.0.1", "55536"): "Invalid node address specified: 127.0.0.1:55536",
         ("MEET", "not-an-ip", "7711"): "Invalid node address specified: not-an-ip:7711",
+        # inet_pton, which Disque parses with, takes no IPv6 zone (Python's ip_address does)
+        ("MEET", "::1%eth0", "7711"): "Invalid node address specified: ::1%eth0:7711",
         ("FORGET", "abc"): "Invalid node identifier",
         ("FORGET", "a" * 40): f"Unknown node {'a' * 40}",
         ("RESET", "MEDIUM"): "syntax error",
