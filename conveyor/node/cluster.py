@@ -8,7 +8,8 @@ level and ADDJOB's NOREPL check follow from that).
 
 It also runs replication (conveyor.cluster.replication): ADDJOB in a cluster of more
 than one node comes here (`add_job`), job messages from the bus go there, and a 50 ms
-timer runs while synchronous ADDJOBs wait for their copies.
+timer runs while synchronous ADDJOBs wait for their copies. The other cluster commands
+(MEET, FORGET, ACKJOB, INFO's section...) are its mixin in node/cluster_commands.py.
 
 When the bus port cannot be opened (taken, or past 65535) the node still serves clients
 as a cluster of one, and says why in the log and in CLUSTER MEET's error; a port in use
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import logging
 import random
 from pathlib import Path
@@ -35,7 +35,6 @@ from conveyor.cluster.messages import (
     NODE_NOADDR,
     Fail,
     Message,
-    Pause,
 )
 from conveyor.cluster.nodes import NodesConfError, parse_nodes_conf
 from conveyor.cluster.planned_adds import AddPlan
@@ -43,6 +42,7 @@ from conveyor.cluster.replication import EXTRA_TARGET_MS
 from conveyor.cluster.state import ClusterState
 from conveyor.cluster.transport import BusTransport
 from conveyor.node import nodeid
+from conveyor.node.cluster_commands import BUS_PORT_OFFSET, ClusterCommands
 from conveyor.node.connection import now_ms
 from conveyor.node.deferred import ReplySlot
 from conveyor.node.keepalive import set_keepalive
@@ -57,12 +57,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conveyor.cluster")
 
-BUS_PORT_OFFSET = 10000
-MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
 BUS_RETRY_S = 1.0  # while the bus port is in use by another socket
 
 
-class ClusterDriver(SendPolicy):
+class ClusterDriver(SendPolicy, ClusterCommands):
     def __init__(self, server: Server) -> None:
         self.server = server
         config = server.config
@@ -300,22 +298,7 @@ class ClusterDriver(SendPolicy):
         elif isinstance(action, Drop):
             bus.forget(action.name)
 
-    # -- commands --------------------------------------------------------------------------------
-    def meet(self, ip_text: str, port: int) -> str | None:
-        """CLUSTER MEET: None, or the error text."""
-        try:
-            address = ipaddress.ip_address(ip_text)
-        except ValueError:
-            address = None
-        # No IPv6 zone (::1%eth0): Disque's inet_pton refuses it, and the bus cannot use it.
-        if address is None or getattr(address, "scope_id", None) or not 0 < port <= MAX_CLIENT_PORT:
-            return f"Invalid node address specified: {ip_text}:{port}"
-        if self.bus is None:
-            return f"the cluster bus is not running: {self.bus_error or 'node stopping'}"
-        self.membership.meet(str(address), port, now_ms())
-        self._run_actions(None)
-        return None
-
+    # -- ADDJOB (the other commands: node/cluster_commands.py) -------------------------------
     def add_job(
         self, conn: Connection, args: AddJobArgs, plan: AddPlan | None = None
     ) -> bytes | None:
@@ -368,48 +351,3 @@ class ClusterDriver(SendPolicy):
         self._run_actions(None)
         server.after_io()
         self._arm_replication_timer()
-
-    def ack(self, ids: list[bytes]) -> int:
-        known = self.acks.ack(ids, self.server.now)
-        self._run_actions(None)
-        return known
-
-    def fast_ack(self, ids: list[bytes]) -> int:
-        freed = self.acks.fast_ack(ids, self.server.now)
-        self._run_actions(None)
-        return freed
-
-    def client_gone(self, job_ids: list[bytes]) -> None:
-        """A client left before its ADDJOBs were answered: forget those jobs (Disque)."""
-        now = now_ms()
-        for job_id in job_ids:
-            self.replication.client_gone(job_id, now)
-        self._run_actions(None)
-
-    def broadcast_pause(self, queue: bytes, flags: int) -> None:
-        """PAUSE ... BCAST: the queue's pause flags to every node."""
-        self.membership.broadcast(Pause(self.membership.header(), queue, flags))
-        self._run_actions(None)
-
-    def forget(self, name: bytes) -> None:
-        self.membership.forget(name, now_ms())
-        self._run_actions(None)
-
-    def reset(self, new_name: bytes | None) -> None:
-        self.membership.reset(new_name)
-        self._run_actions(None)
-
-    def set_leaving(self, leaving: bool) -> None:
-        self.membership.set_leaving(leaving)
-        self._run_actions(None)
-
-    def info_text(self) -> str:
-        membership = self.membership
-        return (
-            "cluster_state:ok\r\n"
-            f"cluster_known_nodes:{len(membership.nodes)}\r\n"
-            f"cluster_reachable_nodes:{len(membership.reachable())}\r\n"
-            f"cluster_size:{membership.size()}\r\n"
-            f"cluster_stats_messages_sent:{self.messages_sent}\r\n"
-            f"cluster_stats_messages_received:{self.messages_received}\r\n"
-        )
