@@ -17,6 +17,7 @@ in which case it runs the GC itself; GOTACK counts a confirmation.
 
 from __future__ import annotations
 
+import heapq
 import random
 from dataclasses import dataclass, field
 
@@ -35,6 +36,10 @@ GC_JITTER_MS = 250
 # live up to the TTL the ID claims (up to 45 days): past this many, no new one is kept,
 # so a client acking random IDs cannot grow the node without bound.
 MAX_DUMMY_ACKS = 100_000
+# Jobs in `collecting` looked at per cron tick for having gone (deleted, expired) since:
+# every one of them when fewer, so that a long GC backlog (a holder down for hours) costs
+# a tick a bounded amount of work rather than a walk over all of it ten times a second.
+SWEEP_PER_TICK = 1000
 
 
 @dataclass(slots=True)
@@ -44,6 +49,7 @@ class GcState:
     confirmed: set[bytes]
     retries: int = 0
     next_ms: int = 0
+    queued_ms: int = -1  # when its entry in the due heap is, -1 when it has none
 
 
 @dataclass(slots=True)
@@ -69,6 +75,11 @@ class AckGC:
         self.rand = rand
         self.collecting: dict[bytes, GcState] = {}  # acked jobs held here
         self.dummies: dict[bytes, DummyAck] = {}
+        # (when, ID) heaps of the rounds to come, so that a tick looks only at what is
+        # due: an entry whose state went, or was queued again sooner, is skipped.
+        self._jobs_due: list[tuple[int, bytes]] = []
+        self._dummies_due: list[tuple[int, bytes]] = []
+        self._sweep: list[bytes] = []  # collecting's IDs still to look at for gone jobs
 
     # -- client commands ------------------------------------------------------------------
     def ack(self, ids: list[bytes], now_ms: int) -> int:
@@ -116,7 +127,7 @@ class AckGC:
         state = self.collecting.get(job.id)
         if state is None:
             state = self.collecting[job.id] = GcState({self.membership.name})
-        self._schedule(state, now_ms)
+        self._schedule(state, now_ms, self._jobs_due, job.id)
         holders = self._holders(job)
         if all(name in state.confirmed for name in holders):
             self._release(job, now_ms)
@@ -131,17 +142,36 @@ class AckGC:
         self._dummy_round(dummy, now_ms)
 
     def _dummy_round(self, dummy: DummyAck, now_ms: int) -> None:
-        self._schedule(dummy.gc, now_ms)
+        self._schedule(dummy.gc, now_ms, self._dummies_due, dummy.id, dummy.etime_ms)
         if self.membership.size() == 1:
             del self.dummies[dummy.id]
             return
         message = SetAck(self.membership.header(), dummy.id, 0)
         self.membership.send_to([n for n in self._others() if n not in dummy.gc.confirmed], message)
 
-    def _schedule(self, state: GcState, now_ms: int) -> None:
+    def _schedule(
+        self,
+        state: GcState,
+        now_ms: int,
+        due: list[tuple[int, bytes]],
+        key: bytes,
+        end_ms: int | None = None,
+    ) -> None:
+        """The next round after backoff, queued in `due` (by `end_ms` when sooner)."""
         period = min(GC_MIN_MS << min(state.retries, 16), GC_MAX_MS)
         state.retries += 1
         state.next_ms = now_ms + period + self.rand.randint(-GC_JITTER_MS, GC_JITTER_MS)
+        self._queue(state, due, key, end_ms)
+
+    @staticmethod
+    def _queue(
+        state: GcState, due: list[tuple[int, bytes]], key: bytes, end_ms: int | None
+    ) -> None:
+        at = state.next_ms if end_ms is None else min(state.next_ms, end_ms)
+        # One live entry per state: a later round is found when the earlier entry pops.
+        if state.queued_ms < 0 or at < state.queued_ms:
+            heapq.heappush(due, (at, key))
+            state.queued_ms = at
 
     def _release(self, job: Job, now_ms: int) -> None:
         self.collecting.pop(job.id, None)
@@ -149,19 +179,51 @@ class AckGC:
             self.core.release_acked(job, now_ms)
 
     def tick(self, now_ms: int) -> None:
-        """Retry the rounds that are due; forget what expired or went."""
-        core = self.core
-        for job_id, state in list(self.collecting.items()):
-            job = core.jobs.get(job_id)
+        """Retry the rounds that are due; forget what expired or went. Looks at what is
+        due (the heaps) and at most SWEEP_PER_TICK other jobs, whatever the backlog."""
+        self._sweep_gone()
+        jobs, due = self.core.jobs, self._jobs_due
+        while due and due[0][0] <= now_ms:
+            at, job_id = heapq.heappop(due)
+            state = self.collecting.get(job_id)
+            if state is None or state.queued_ms != at:
+                continue  # collected, gone, or queued again sooner
+            state.queued_ms = -1
+            job = jobs.get(job_id)
             if job is None or job.state != ACKED:
                 del self.collecting[job_id]
             elif now_ms >= state.next_ms:
                 self._gc(job, now_ms)
-        for job_id, dummy in list(self.dummies.items()):
+            else:  # put off by a round run since it was queued
+                self._queue(state, due, job_id, None)
+        due = self._dummies_due
+        while due and due[0][0] <= now_ms:
+            at, job_id = heapq.heappop(due)
+            dummy = self.dummies.get(job_id)
+            if dummy is None or dummy.gc.queued_ms != at:
+                continue
+            dummy.gc.queued_ms = -1
             if now_ms >= dummy.etime_ms:
                 del self.dummies[job_id]
             elif now_ms >= dummy.gc.next_ms:
                 self._dummy_round(dummy, now_ms)
+            else:
+                self._queue(dummy.gc, due, job_id, dummy.etime_ms)
+
+    def _sweep_gone(self) -> None:
+        """Drop from `collecting` the jobs that went (DELJOB, TTL) without being
+        collected here: up to SWEEP_PER_TICK a tick, all of them when fewer."""
+        if not self._sweep:
+            if not self.collecting:
+                return
+            self._sweep = list(self.collecting)
+        batch = self._sweep[-SWEEP_PER_TICK:]
+        del self._sweep[-SWEEP_PER_TICK:]
+        jobs, collecting = self.core.jobs, self.collecting
+        for job_id in batch:
+            job = jobs.get(job_id)
+            if job is None or job.state != ACKED:
+                collecting.pop(job_id, None)
 
     def pending(self) -> bool:
         return bool(self.collecting or self.dummies)
@@ -189,7 +251,7 @@ class AckGC:
             # start later (Disque retries the GC of every acked job it holds).
             if job.id not in self.collecting:
                 state = self.collecting[job.id] = GcState({self.membership.name}, 1)
-                self._schedule(state, now_ms)
+                self._schedule(state, now_ms, self._jobs_due, job.id)
             return
         if message.may_have == 0:
             self._send(sender, GotAck(self.membership.header(), message.id, 1))
