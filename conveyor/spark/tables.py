@@ -9,9 +9,12 @@ is a single row or a count.
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
 # In lifecycle order: also the tie-break for "last event" when two share a millisecond.
 EVENT_TYPES: tuple[str, ...] = (
@@ -43,6 +46,14 @@ EVENT_SCHEMA = StructType(
 
 _CORRUPT = "_corrupt_record"
 
+# Read as variants first: Spark turns any JSON value into a STRING column's text (`"id": 42`
+# would be the id "42", `"event": {}` an unknown event), so only a variant shows the type.
+_TEXT_FIELDS = ("node", "event", "id", "queue")
+# Beyond these, one line would stop the whole job: timestamp_millis and nacks +
+# additional_deliveries overflow (ANSI mode), the report cannot show a date after 9999.
+_MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+_MAX_COUNTER = 2**62 - 1
+
 # queue_minute column -> the event it counts.
 QUEUE_MINUTE_COUNTS: dict[str, str] = {
     "jobs_in": "added",
@@ -61,28 +72,61 @@ def event_is(name: str) -> Column:
     return F.col("event") == F.lit(name)
 
 
+def _parse_schema() -> StructType:
+    fields = [
+        StructField(f.name, VariantType()) if f.name in _TEXT_FIELDS else f
+        for f in EVENT_SCHEMA.fields
+    ]
+    return StructType([*fields, StructField(_CORRUPT, StringType())])
+
+
+def _is_text(name: str) -> Column:
+    return F.col(name).isNull() | F.schema_of_variant(name).isin("STRING", "VOID")
+
+
+def _within(name: str, low: int, high: int) -> Column:
+    return F.col(name).isNull() | F.col(name).between(low, high)
+
+
 def read_events(spark: SparkSession, uri: str) -> DataFrame:
     """Every line of every *.jsonl file under `uri`, flagged `malformed` rather than dropped.
 
-    Blank lines are skipped by Spark's JSON reader and counted nowhere.
+    Lines are read as text and parsed one by one: Spark's JSON reader would make one row of
+    each object of a line holding an array, and no row at all of `[]`. Blank lines are
+    skipped and counted nowhere.
     """
-    raw = (
-        spark.read.schema(StructType([*EVENT_SCHEMA.fields, StructField(_CORRUPT, StringType())]))
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", _CORRUPT)
-        .option("recursiveFileLookup", "true")
+    text = (
+        spark.read.option("recursiveFileLookup", "true")
         .option("pathGlobFilter", "*.jsonl")
-        .json(uri)
+        .text(uri)
+    )
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    parsed = (
+        text.where(~F.col("value").rlike(r"^\s*$"))
+        .select(F.from_json("value", _parse_schema(), options).alias("line"))
+        .select("line.*")
+    )
+    all_text = reduce(operator.and_, [_is_text(name) for name in _TEXT_FIELDS])
+    checked = parsed.select(
+        *[
+            F.col(f.name).cast(StringType()).alias(f.name) if f.name in _TEXT_FIELDS else f.name
+            for f in EVENT_SCHEMA.fields
+        ],
+        (F.col(_CORRUPT).isNotNull() | ~all_text).alias("bad"),
     )
     malformed = (
-        F.col(_CORRUPT).isNotNull()
+        F.col("bad")
         | F.col("time_ms").isNull()
         | F.col("event").isNull()
         | F.col("id").isNull()
+        | ~F.col("time_ms").between(0, _MAX_TIME_MS)
+        | ~_within("nacks", 0, _MAX_COUNTER)
+        | ~_within("additional_deliveries", 0, _MAX_COUNTER)
     )
-    return raw.select(
+    return checked.select(
         *[F.col(f.name) for f in EVENT_SCHEMA.fields],
-        F.timestamp_millis("time_ms").alias("ts"),
+        # Only for lines that pass: a time_ms out of range would overflow here.
+        F.when(~malformed, F.timestamp_millis("time_ms")).alias("ts"),
         malformed.alias("malformed"),
     )
 
