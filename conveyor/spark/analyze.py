@@ -49,6 +49,7 @@ __all__ = [
     "analyze",
     "candidates_table",
     "check_event_dir",
+    "prepare_out_dir",
 ]
 
 
@@ -107,6 +108,17 @@ def check_event_dir(event_dir: str) -> str:
         raise AnalyzeError(f"event directory {event_dir} holds no *.jsonl event files")
     # An absolute URI: a cluster's executors do not share the driver's working directory.
     return path.as_uri()
+
+
+def prepare_out_dir(out_dir: str | Path) -> Path:
+    """The output directory, made if missing, or AnalyzeError when it cannot be (a path
+    through a file, a read-only filesystem)."""
+    out = Path(out_dir).expanduser().resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise AnalyzeError(f"cannot create output directory {out_dir}: {error}") from None
+    return out
 
 
 def _throughput(
@@ -214,8 +226,7 @@ def analyze(
     if redelivery_threshold < 1:
         raise AnalyzeError("the redelivery threshold must be at least 1")
     uri = check_event_dir(str(event_dir))
-    out = Path(out_dir).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(out_dir)
     table_paths = {name: str(out / name) for name in TABLES}
 
     cached: list[DataFrame] = []

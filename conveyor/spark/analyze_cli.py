@@ -115,7 +115,12 @@ def analyze_command(
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
 
-        from conveyor.spark.analyze import AnalyzeError, analyze, check_event_dir
+        from conveyor.spark.analyze import (
+            AnalyzeError,
+            analyze,
+            check_event_dir,
+            prepare_out_dir,
+        )
         from conveyor.spark.session import local_session
     except ImportError as exc:
         raise click.ClickException(
@@ -125,6 +130,7 @@ def analyze_command(
     try:
         # Fail on a bad directory before paying for a JVM.
         check_event_dir(event_dir)
+        prepare_out_dir(out_dir)
     except AnalyzeError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -383,3 +383,10 @@ def test_cli_errors(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "holds no *.jsonl event files" in result.stderr
     assert "Traceback" not in result.stderr
+
+    write_log(tmp_path / "events")
+    (tmp_path / "a-file").write_text("")
+    result = _run_cli(str(tmp_path / "events"), "--out", str(tmp_path / "a-file" / "out"))
+    assert result.returncode == 1
+    assert "Error: cannot create output directory" in result.stderr
+    assert "Traceback" not in result.stderr
