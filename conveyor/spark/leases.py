@@ -291,14 +291,19 @@ class DriverState:
 
     def _ack_batch(self, batch: LeasedBatch) -> bool:
         fast = self.options.ack == "fastack"
+        acked = True
         for name in list(batch.ids_by_node):
             # The address journaled with the rows: a restarted query may list other nodes.
             try:
                 self.link(parse_address(name)).ack(batch.ids_by_node[name], fast)
             except NodeError as error:
                 self._warn_once(f"ack:{name}", f"acking batch {batch.seq} on {name}: {error}")
-                return False
+                # On to the other nodes: held back, their jobs would outlive their RETRY.
+                acked = False
+                continue
             del batch.ids_by_node[name]
+        if not acked:
+            return False
         if self.journal is not None:
             self.journal.delete(batch.seq)
         self._drop_spool(batch.seq)

@@ -10,7 +10,7 @@ import redis
 
 from conveyor.spark.leases import DriverState, LeasedBatch
 from conveyor.spark.options import OptionError, parse_read_options
-from tests.servers import NodeProcess
+from tests.servers import NodeProcess, running_node
 from tests.spark.streams import jobs_on_node
 
 
@@ -88,3 +88,26 @@ def test_a_restart_prefetches_the_journaled_batch_instead_of_leasing_over_it(
         second.stop()
     assert jobs_on_node(r) == 10
     assert r.execute_command("QLEN", "q") == 10
+
+
+def test_a_node_that_is_down_does_not_hold_back_the_acks_of_the_others(
+    node: NodeProcess, r: redis.Redis, tmp_path: Path
+) -> None:
+    with running_node(tmp_path / "first") as first:
+        r_first = first.client()
+        for client in (r_first, r):
+            for index in range(5):
+                client.execute_command("ADDJOB", "q", f"job-{index}", 0, "RETRY", 3600)
+        nodes = f"127.0.0.1:{first.port},127.0.0.1:{node.port}"
+        state = DriverState(parse_read_options({"nodes": nodes, "queues": "q"}), "run1")
+        batch = state.take(1, 100)
+        # The node whose acks are tried first goes down after the batch was leased.
+        assert list(batch.ids_by_node) == [f"127.0.0.1:{first.port}", f"127.0.0.1:{node.port}"]
+    try:
+        state.committed_seq = 1
+        assert not state._ack_batch(batch)  # retried later, for the node that is down
+    finally:
+        state.stop()
+    # Not left leased, to come back after their RETRY as duplicates, while the other is down.
+    assert jobs_on_node(r) == 0
+    assert list(batch.ids_by_node) == [f"127.0.0.1:{first.port}"]
