@@ -270,7 +270,12 @@ class DriverState:
             for seq in self.journal.pending():
                 if seq <= end_seq:
                     self.batch_for_replay(seq)
-        if not self._stopping.is_set():
+        if self._stopping.is_set():
+            return
+        queued = self._ack_future
+        # A round that has not started yet acks up to the new committed_seq as well: another
+        # one per commit would pile up behind a round retrying a node that is down.
+        if queued is None or queued.running() or queued.done():
             self._ack_future = self._acker.submit(self._ack_committed)
 
     def _ack_committed(self) -> None:

@@ -111,3 +111,18 @@ def test_a_node_that_is_down_does_not_hold_back_the_acks_of_the_others(
     # Not left leased, to come back after their RETRY as duplicates, while the other is down.
     assert jobs_on_node(r) == 0
     assert list(batch.ids_by_node) == [f"127.0.0.1:{first.port}"]
+
+
+def test_commits_while_a_node_is_down_queue_at_most_one_ack_round(tmp_path: Path) -> None:
+    with running_node(tmp_path / "gone") as gone:
+        name = f"127.0.0.1:{gone.port}"
+    state = DriverState(parse_read_options({"nodes": name, "queues": "q"}), "run1")
+    try:
+        state.pending[1] = LeasedBatch(1, {}, {name: [b"D-00000000-000000000000000000000000-0000"]})
+        # The first round keeps retrying the node (for ACK_RETRY_LIMIT_S): one commit per
+        # micro-batch queued a round behind it each, without a bound.
+        for seq in range(1, 101):
+            state.commit(seq)
+        assert state._acker._work_queue.qsize() <= 1
+    finally:
+        state.stop()
