@@ -347,7 +347,13 @@ class DriverState:
         # Spark never asked for goes back to its queues (with one, a restarted query takes
         # it from the journal, counters unchanged).
         prefetch, self._prefetch = self._prefetch, None
-        running = [f for f in (self._ack_future, prefetch and prefetch[2]) if f is not None]
+        # Not the ones shutdown() cancelled: they never run, and wait() would count them as
+        # pending until its timeout.
+        running = [
+            f
+            for f in (self._ack_future, prefetch and prefetch[2])
+            if f is not None and not f.cancelled()
+        ]
         wait(running, timeout=STOP_WAIT_S)
         if (
             prefetch is not None

@@ -3,11 +3,15 @@ Spark: what happens to leased jobs when the journal cannot keep them."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from conveyor.spark import leases
 from conveyor.spark.leases import DriverState, LeasedBatch
 from conveyor.spark.options import OptionError, parse_read_options
 from tests.servers import NodeProcess, running_node
@@ -126,3 +130,26 @@ def test_commits_while_a_node_is_down_queue_at_most_one_ack_round(tmp_path: Path
         assert state._acker._work_queue.qsize() <= 1
     finally:
         state.stop()
+
+
+def test_stop_waits_only_for_work_that_can_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round stop() cancelled never runs, and concurrent.futures.wait() does not count a
+    cancelled future as done until its worker sees it: stop() waited its whole
+    STOP_WAIT_S for it."""
+    state = DriverState(parse_read_options({"queues": "q"}), "run1")
+    waited: list[Future[Any]] = []
+
+    def recording_wait(futures: list[Future[Any]], timeout: float) -> None:
+        waited.extend(futures)
+
+    monkeypatch.setattr(leases, "wait", recording_wait)
+    busy = threading.Event()
+    state._acker.submit(busy.wait)  # the ack thread is busy: the next round has to queue
+    try:
+        state.commit(1)
+        queued = state._ack_future
+        state.stop()
+    finally:
+        busy.set()
+    assert queued is not None and queued.cancelled()
+    assert not [future for future in waited if future.cancelled()]
