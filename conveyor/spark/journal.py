@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from conveyor.persistence.appendfile import fsync_directory
 from conveyor.spark import rows
 from conveyor.spark.options import OptionError
 
@@ -43,6 +44,8 @@ class Journal:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, final)
+        # The rename is only on disk once the directory is: else a power cut can undo it.
+        fsync_directory(self.directory)
 
     def load(self, seq: int) -> list[pa.RecordBatch] | None:
         try:
