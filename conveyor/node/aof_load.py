@@ -81,6 +81,9 @@ async def _load_chunks(driver: AofDriver, data: bytes, enqueue: bool, stats: Loa
             except OSError as trunc_exc:
                 raise StartupError(f"Error truncating the AOF file: {trunc_exc}") from None
             log.warning("AOF loaded anyway because aof-load-truncated is enabled")
+            # Before the live AOF opens: drained later, the records loaded since the last
+            # chunk would be appended to the file again as new LOADJOB/DELJOB records.
+            server.drain_job_events()
             return
         if exc.truncated:
             raise StartupError(

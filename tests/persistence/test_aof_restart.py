@@ -182,3 +182,23 @@ def test_clients_get_loading_while_a_large_file_loads(tmp_path: Path) -> None:
         assert int(client.info("jobs")["registered_jobs"]) == 200_000
     finally:
         node.stop()
+
+
+def test_a_truncated_file_loads_without_writing_its_records_again(tmp_path: Path) -> None:
+    # The job-event log makes the load record job events; the AOF must not take them.
+    args = [*AOF, "--event-log", str(tmp_path / "events")]
+    with running_node(tmp_path, *args) as node:
+        client = node.client()
+        ids = [client.execute_command("ADDJOB", "q", f"body {n}", 0) for n in range(5)]
+        client.execute_command("ACKJOB", ids[0])
+    aof = tmp_path / "disque.aof"
+    ends = record_ends(aof)
+    with open(aof, "ab") as handle:
+        handle.write(b"*2\r\n$7\r\nLOADJOB\r\n$")
+    with running_node(tmp_path, *args) as node:
+        client = node.client()
+        assert [show(client, job_id) is not None for job_id in ids] == [False] + [True] * 4
+        client.execute_command("ADDJOB", "q", "after", 0)  # the AOF has been written since
+    # The records it had, then the new job's: none of the loaded ones twice.
+    after = record_ends(aof)
+    assert after[: len(ends)] == ends and len(after) == len(ends) + 1
