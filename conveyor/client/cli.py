@@ -127,17 +127,20 @@ def _format_tty(reply: Reply, prefix: str) -> str:
     return "".join(parts)
 
 
-def format_raw(reply: Reply) -> str:
-    """redis-cli's --raw format: strings as they are, one array element per line."""
+def format_raw(reply: Reply) -> bytes:
+    """redis-cli's --raw format: strings as they are, one array element per line.
+
+    Bytes, not text: a binary body or queue name must come out byte for byte (piped to a
+    file, say), not with U+FFFD in place of what is not UTF-8."""
     if isinstance(reply, ErrorReply):
-        return str(reply)
+        return reply.encode("utf-8")
     if isinstance(reply, bytes):
-        return reply.decode("utf-8", errors="replace")
+        return bytes(reply)
     if isinstance(reply, bool | int):
-        return str(int(reply))
+        return str(int(reply)).encode("ascii")
     if reply is None:
-        return ""
-    return "\n".join(format_raw(item) for item in reply)
+        return b""
+    return b"\n".join(format_raw(item) for item in reply)
 
 
 # -- the connection ------------------------------------------------------------------------

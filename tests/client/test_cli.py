@@ -78,8 +78,9 @@ def test_quote_escapes_like_sdscatrepr() -> None:
 
 
 def test_raw_format() -> None:
-    assert format_raw([b"a", 1, None, StatusReply(b"OK")]) == "a\n1\n\nOK"
-    assert format_raw(ErrorReply("ERR x")) == "ERR x"
+    assert format_raw([b"a", 1, None, StatusReply(b"OK")]) == b"a\n1\n\nOK"
+    assert format_raw(ErrorReply("ERR x")) == b"ERR x"
+    assert format_raw([b"\xff\x00\xfe", b"\x80"]) == b"\xff\x00\xfe\n\x80"
 
 
 # -- help ------------------------------------------------------------------------------------
@@ -129,6 +130,22 @@ def test_one_shot_commands(node: NodeProcess, raw: redis.Redis) -> None:
     # Negative numbers and quotes pass through untouched.
     assert invoke("-p", port, "PING", 'say "hi"')[1] == '"say \\"hi\\""\n'
     assert invoke("-p", port, "--raw", "PING", "plain")[1] == "plain\n"
+
+
+def test_raw_output_keeps_bytes_that_are_not_utf8(node: NodeProcess, raw: redis.Redis) -> None:
+    body = b"\xff\xfe binary \x80\r\n\x00end"
+    raw.execute_command("ADDJOB", b"q\xff", body, 0)
+    queue_arg = os.fsdecode(b"q\xff")  # argv is bytes: the cli takes it back with fsencode
+    args = ["-p", str(node.port), "--raw", "QPEEK", queue_arg, "1"]
+    result = subprocess.run(
+        [sys.executable, "-m", "conveyor.cli", "cli", *args],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    queue, job_id, got = result.stdout.split(b"\n", 2)
+    assert queue == b"q\xff" and job_id.startswith(b"D-")
+    assert got == body + b"\n"
 
 
 def test_one_shot_error_exits_1(node: NodeProcess) -> None:
