@@ -61,16 +61,24 @@ class TypedRESP2Parser(_RESP2Parser):
         if kind == b"-":
             return ErrorReply(rest.decode("utf-8", errors="replace"))
         if kind == b":":
-            return int(rest)
+            return _number(line)
         if kind == b"$":
-            length = int(rest)
+            length = _number(line)
             return None if length < 0 else self._buffer.read(length, timeout=timeout)
         if kind == b"*":
-            count = int(rest)
+            count = _number(line)
             if count < 0:
                 return None
             return [self._read_response(timeout=timeout) for _ in range(count)]
         raise InvalidResponse(f"Protocol error, got {line!r}")
+
+
+def _number(line: bytes) -> int:
+    # A RedisError, not int()'s ValueError: the caller shows it as one line, no traceback.
+    try:
+        return int(line[1:])
+    except ValueError:
+        raise InvalidResponse(f"Protocol error, got {line!r}") from None
 
 
 # -- formatting, as redis-cli does it --------------------------------------------------------

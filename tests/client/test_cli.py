@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import pty
 import select
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -160,6 +162,26 @@ def test_info_prints_as_text(node: NodeProcess, raw: redis.Redis) -> None:
     assert code == 0
     text = out.replace("\r\n", "\n")
     assert "# Jobs\n" in text and "registered_jobs:0\n" in text
+
+
+def _answer_once(listener: socket.socket, reply: bytes) -> None:
+    conn, _ = listener.accept()
+    with conn:
+        conn.recv(1024)
+        conn.sendall(reply)
+
+
+@pytest.mark.parametrize("reply", [b":abc\r\n", b"$x1\r\n", b"*-\r\n", b"*1\r\n:\r\n"])
+def test_a_malformed_reply_is_a_one_line_error(reply: bytes) -> None:
+    # Not a node (another service on that port, say): what it sends is not RESP.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        server = threading.Thread(target=_answer_once, args=(listener, reply), daemon=True)
+        server.start()
+        code, out, err = invoke("-p", str(port), "PING")
+        server.join(10)
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: Protocol error, got b") and err.count("\n") == 1
 
 
 def test_unreachable_node_exits_1() -> None:
