@@ -11,7 +11,7 @@ import time
 import click
 import redis
 
-from conveyor.client._address import parse_address
+from conveyor.client._address import format_address, parse_address
 
 
 def _connect(address: str, password: str | None) -> redis.Redis:
@@ -67,24 +67,38 @@ def drain(address: str, timeout: float, password: str | None) -> None:
 @click.argument("address")
 @click.option("-a", "--password", envvar="CONVEYOR_PASSWORD", help="AUTH password.")
 def status(address: str, password: str | None) -> None:
-    """Every node of ADDRESS's cluster: flags, jobs and queues held, priority."""
+    """Every node of ADDRESS's cluster: flags, jobs and queues held, priority.
+
+    Exit status 1 when a node does not answer (its row says so), 0 otherwise."""
     try:
         client = _connect(address, password)
         flags = _flags(client.execute_command("CLUSTER", "NODES").decode())
-        _, _, *nodes = client.execute_command("HELLO")
+        _, myself, *nodes = client.execute_command("HELLO")
     except redis.RedisError as exc:
         raise click.ClickException(f"{address}: {exc}") from None
     click.echo(f"{'node':42} {'address':22} {'flags':16} {'prio':>4} {'jobs':>10} {'queues':>7}")
+    failed: list[str] = []
     for node_id, host, port, priority in nodes:
-        where = f"{host.decode()}:{int(port)}"
+        # The node asked is reached as the user reached it: its HELLO may not know its
+        # own IP (empty before any MEET), and a peer's IPv6 address needs brackets.
+        is_myself = node_id == myself
+        where = address if is_myself else format_address((host.decode(), int(port)))
         try:
-            info = _connect(where, password).info()
+            info = (client if is_myself else _connect(where, password)).info()
             jobs, queues = f"{info['registered_jobs']:,}", f"{info['registered_queues']:,}"
-        except redis.RedisError as exc:
-            jobs, queues = f"({type(exc).__name__})", "-"
+        except (redis.RedisError, click.BadParameter) as exc:
+            jobs, queues = "unreachable", "-"
+            failed.append(f"{where} ({_first_line(exc)})")
         name = node_id.decode()
         line = f"{name:42} {where:22} {flags.get(name, '?'):16} {int(priority):>4}"
         click.echo(f"{line} {jobs:>10} {queues:>7}")
+    if failed:
+        raise click.ClickException(f"no answer from {len(failed)} node(s): {', '.join(failed)}")
+
+
+def _first_line(exc: Exception) -> str:
+    text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _flags(nodes_text: str) -> dict[str, str]:

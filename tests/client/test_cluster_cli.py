@@ -1,0 +1,66 @@
+"""`conveyor cluster status` against real nodes: a node that does not answer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import free_cluster_port
+from tests.servers import NodeProcess
+
+
+def conveyor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "conveyor.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def met(node: NodeProcess) -> bool:
+    """Both nodes known by ID, the handshake over."""
+    client = node.client()
+    return len(client.execute_command("HELLO")) == 4 and b"handshake" not in (
+        client.execute_command("CLUSTER", "NODES")
+    )
+
+
+def test_status_with_a_node_down_names_it_and_exits_1(tmp_path: Path) -> None:
+    first = NodeProcess(tmp_path / "a", pick_port=free_cluster_port)
+    second = NodeProcess(tmp_path / "b", pick_port=free_cluster_port)
+    try:
+        first.client().execute_command("CLUSTER", "MEET", "127.0.0.1", second.port)
+        deadline = time.monotonic() + 30
+        while not met(first):
+            assert time.monotonic() < deadline, "the MEET never completed"
+            time.sleep(0.05)
+        assert conveyor("cluster", "status", f"127.0.0.1:{first.port}").returncode == 0
+        second.stop()
+        result = conveyor("cluster", "status", f"127.0.0.1:{first.port}")
+    finally:
+        second.stop()
+        first.stop()
+    assert result.returncode == 1
+    rows = result.stdout.splitlines()[1:]
+    assert len(rows) == 2
+    down = [row for row in rows if f"127.0.0.1:{second.port} " in row]
+    assert len(down) == 1 and "unreachable" in down[0]
+    # One line, naming the node that did not answer; no traceback.
+    error = result.stderr.strip()
+    assert "\n" not in error
+    assert error.startswith(f"Error: no answer from 1 node(s): 127.0.0.1:{second.port} (")
+
+
+def test_status_of_a_lone_node_reaches_it_at_the_address_given(tmp_path: Path) -> None:
+    # Before any MEET its HELLO has no IP for itself: the row must not fall back to
+    # the default host (another node, or none, when ADDRESS is not 127.0.0.1).
+    node = NodeProcess(tmp_path / "a")
+    try:
+        node.client().execute_command("ADDJOB", "q", "body", "0")
+        result = conveyor("cluster", "status", f"127.0.0.1:{node.port}")
+    finally:
+        node.stop()
+    assert result.returncode == 0, result.stderr
+    (row,) = result.stdout.splitlines()[1:]
+    assert row.split()[1:3] == [f"127.0.0.1:{node.port}", "myself"]
+    assert row.split()[-2:] == ["1", "1"]  # one job, one queue
