@@ -21,6 +21,7 @@ import click
 
 from conveyor.core.codec import CodecError, decode_job
 from conveyor.core.jobid import is_valid_id
+from conveyor.persistence.loader import misread_truncation
 from conveyor.persistence.reader import AofFormatError, read_records
 
 __all__ = ["Analysis", "analyze", "check_aof"]
@@ -58,7 +59,7 @@ def analyze(data: bytes) -> Analysis:
                 result.deljobs += 1
             result.ok_up_to = record.end
     except AofFormatError as exc:
-        result.error = exc
+        result.error = misread_truncation(data, exc) or exc
     return result
 
 

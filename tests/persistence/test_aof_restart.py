@@ -202,3 +202,19 @@ def test_a_truncated_file_loads_without_writing_its_records_again(tmp_path: Path
     # The records it had, then the new job's: none of the loaded ones twice.
     after = record_ends(aof)
     assert after[: len(ends)] == ends and len(after) == len(ends) + 1
+
+
+def test_a_length_damaged_past_the_end_is_refused_not_cut(tmp_path: Path) -> None:
+    # The third record's length gets two more digits: it runs past the end of the file
+    # like a cut-off last record, but cutting there would lose the three jobs after it.
+    write_jobs(tmp_path, 6)
+    aof = tmp_path / "disque.aof"
+    ends = record_ends(aof)
+    data = aof.read_bytes()
+    digits = data.index(b"\r\n$", ends[1] + 10) + 3
+    damaged = data[:digits] + b"99" + data[digits:]
+    aof.write_bytes(damaged)
+    log = exit_log(tmp_path, *AOF, "--aof-load-truncated", "yes")
+    assert f"Bad file format reading the append only file at offset {ends[1]}" in log
+    assert "a damaged length, not a cut-off record" in log and "check-aof --fix" in log
+    assert aof.read_bytes() == damaged

@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.persistence.check import analyze
+from conveyor.persistence.reader import read_records
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "disque_wire"
 APPENDONLY = (FIXTURES / "appendonly.aof").read_bytes()
 REWRITTEN = (FIXTURES / "rewritten.aof").read_bytes()
 REPO = Path(__file__).resolve().parents[2]
+RECORD_ENDS = [record.end for record in read_records(APPENDONLY)]
 
 # Record starts in appendonly.aof (DECODED.md): J05 is the fifth record, the last DELJOB
 # the 27th.
@@ -96,6 +100,33 @@ def test_truncated_file_is_reported_and_fixed(tmp_path: Path) -> None:
     assert path.read_bytes() == APPENDONLY[:LAST_DELJOB]
     assert (tmp_path / "disque.aof.bak").read_bytes() == cut
     assert check_aof(path).returncode == 0
+
+
+def test_every_cut_of_the_file_is_an_unfinished_record() -> None:
+    # Whatever byte a crash cuts the file at, the tail is an unfinished record (which
+    # aof-load-truncated may cut away), never taken for damage.
+    for size in range(len(APPENDONLY)):
+        error = analyze(APPENDONLY[:size]).error
+        assert (error is None) == (size in {0, *RECORD_ENDS}), size
+        assert error is None or error.truncated, (size, error.reason)
+
+
+@pytest.mark.parametrize("record", [0, 4, 26])
+def test_a_length_damaged_past_the_end_is_not_an_unfinished_record(
+    tmp_path: Path, record: int
+) -> None:
+    # Two more digits in a record's argument length: it now runs past the end of the
+    # file, as a cut-off last record does, but the records after it are all there.
+    start = ([0, *RECORD_ENDS])[record]
+    head = APPENDONLY.index(b"\r\n$", start + 10) + 3  # the argument's length digits
+    damaged = APPENDONLY[:head] + b"99" + APPENDONLY[head:]
+    path = place(tmp_path, damaged)
+    result = check_aof(path)
+    assert result.returncode == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"Bad record at offset {start}: "), first
+    assert "a damaged length, not a cut-off record" in first or "not a job ID's 40" in first
+    assert_no_traceback(result)
 
 
 def test_corrupt_record_in_the_middle(tmp_path: Path) -> None:
