@@ -296,8 +296,16 @@ class _LineReader:
             readline.set_completer_delims(" \t")
             readline.parse_and_bind("tab: complete")
 
-    def read(self, prompt: str) -> str:
-        return input(prompt if self.interactive else "")
+    def read(self, prompt: str) -> bytes:
+        """One line, without its newline; EOFError at the end of input."""
+        if self.interactive:
+            return input(prompt).encode("utf-8", errors="surrogateescape")
+        # Bytes as they come: decoding them in the locale's encoding (strict outside the
+        # C locale) would end the session on a line that is not UTF-8.
+        line = sys.stdin.buffer.readline()
+        if not line:
+            raise EOFError
+        return line.removesuffix(b"\n")
 
     def save(self) -> None:
         if self._readline is None:
@@ -339,7 +347,10 @@ def repl(session: Session, raw: bool, interactive: bool | None = None) -> int:
             except KeyboardInterrupt:
                 click.echo("")
                 break
-            args = split_args(line.encode("utf-8", errors="surrogateescape"))
+            except UnicodeDecodeError:  # a terminal's line, not in its locale's encoding
+                click.echo("Invalid argument(s): not text in the terminal's encoding")
+                continue
+            args = split_args(line)
             if args is None:
                 click.echo("Invalid argument(s)")
                 continue

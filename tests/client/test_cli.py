@@ -21,6 +21,7 @@ from conveyor.client.cli import (
     ErrorReply,
     Session,
     StatusReply,
+    _LineReader,
     cli,
     format_raw,
     format_reply,
@@ -230,6 +231,21 @@ def test_repl_from_stdin(tmp_path: Path, node: NodeProcess, raw: redis.Redis) ->
     assert raw.execute_command("QLEN", "q") == 1
 
 
+def test_repl_from_stdin_takes_lines_that_are_not_utf8(node: NodeProcess, raw: redis.Redis) -> None:
+    # A strict decoder on stdin, as Python sets it up under any UTF-8 locale but C.
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    result = subprocess.run(
+        [sys.executable, "-m", "conveyor.cli", "cli", "-p", str(node.port)],
+        input=b"ADDJOB q a\xffb 0\nQLEN q\r\n",
+        capture_output=True,
+        timeout=30,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == [b"(integer) 1"]
+    assert raw.execute_command("QPEEK", "q", 1)[0][2] == b"a\xffb"
+
+
 def test_repl_ends_at_eof_and_shows_general_help(node: NodeProcess) -> None:
     code, out, _ = invoke("-p", str(node.port), input="help\nhelp @queues\nhelp nosuch\n")
     assert code == 0
@@ -310,7 +326,7 @@ def test_repl_reconnects_after_the_connection_drops(
         except StopIteration:
             raise EOFError from None
 
-    monkeypatch.setattr("builtins.input", fake_input)
+    monkeypatch.setattr(_LineReader, "read", lambda self, prompt: fake_input(prompt).encode())
     assert repl(session, raw=False, interactive=False) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "PONG"
@@ -323,7 +339,9 @@ def test_repl_against_a_dead_port(
 ) -> None:
     port = free_port()
     lines = iter(["PING", "help QLEN"])
-    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines, None) or _eof())
+    monkeypatch.setattr(
+        _LineReader, "read", lambda self, prompt: (next(lines, None) or _eof()).encode()
+    )
     assert repl(Session("127.0.0.1", port, None), raw=False, interactive=False) == 0
     out = capsys.readouterr().out
     assert f"Could not connect to Conveyor at 127.0.0.1:{port}" in out
