@@ -305,6 +305,40 @@ def test_interactive_prompt_and_history(
     assert "QLEN q" in history
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_interactive_line_that_is_not_utf8_is_refused_and_the_session_goes_on(
+    tmp_path: Path, node: NodeProcess
+) -> None:
+    primary, secondary = pty.openpty()
+    # A strict decoder on stdin, as Python sets it up under any UTF-8 locale but C.
+    env = {**os.environ, "HOME": str(tmp_path), "TERM": "dumb", "PYTHONIOENCODING": "utf-8:strict"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "conveyor.cli", "cli", "-p", str(node.port)],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
+    os.close(secondary)
+    deadline = time.monotonic() + 20
+    prompt = f"127.0.0.1:{node.port}> ".encode()
+    try:
+        _read_until(primary, prompt, deadline)
+        os.write(primary, b"PING a\xffb\r")
+        seen = _read_until(primary, prompt, deadline)
+        assert b"Invalid argument(s): not text in the terminal's encoding" in seen
+        os.write(primary, b"PING still-here\r")
+        _read_until(primary, b'"still-here"', deadline)
+        os.write(primary, b"quit\r")
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(primary)
+
+
 def test_repl_reconnects_after_the_connection_drops(
     node: NodeProcess,
     raw: redis.Redis,
