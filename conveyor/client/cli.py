@@ -389,7 +389,15 @@ def repl(session: Session, raw: bool, interactive: bool | None = None) -> int:
     },
 )
 @click.option("-h", "--host", default="127.0.0.1", show_default=True, help="Node host.")
-@click.option("-p", "--port", default=7711, show_default=True, type=int, help="Node port.")
+@click.option(
+    "-p",
+    "--port",
+    default=7711,
+    show_default=True,
+    # Not just int: getaddrinfo takes a port modulo 65536 (83447 would reach 17911).
+    type=click.IntRange(1, 65535),
+    help="Node port.",
+)
 @click.option(
     "-a",
     "--password",

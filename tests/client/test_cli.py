@@ -185,6 +185,14 @@ def test_a_malformed_reply_is_a_one_line_error(reply: bytes) -> None:
     assert err.startswith("Error: Protocol error, got b") and err.count("\n") == 1
 
 
+def test_a_port_out_of_range_is_refused_not_wrapped(node: NodeProcess) -> None:
+    # 65536 more is the same port to getaddrinfo: it must not reach this node.
+    for port in (node.port + 65536, 0, -1):
+        code, out, err = invoke("-p", str(port), "PING")
+        assert (code, out) == (2, "")
+        assert f"Invalid value for '-p' / '--port': {port} is not in the range" in err
+
+
 def test_unreachable_node_exits_1() -> None:
     port = free_port()
     code, out, err = invoke("-p", str(port), "PING")
