@@ -200,7 +200,8 @@ class Session:
             ) from exc
         self.connected = True
         if self.password:
-            reply = self._exchange([b"AUTH", self.password.encode()])
+            # fsencode: a password from argv or the environment may hold any bytes.
+            reply = self._exchange([b"AUTH", os.fsencode(self.password)])
             if isinstance(reply, ErrorReply):
                 self._warn(f"AUTH failed: {reply}")
 

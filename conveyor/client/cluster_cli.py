@@ -6,6 +6,7 @@ module holds no cluster logic of its own, so it works against C Disque nodes too
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
@@ -19,7 +20,10 @@ def _connect(address: str, password: str | None) -> redis.Redis:
         host, port = parse_address(address)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    return redis.Redis(host=host, port=port, password=password, protocol=2, socket_timeout=10)
+    # Bytes: a password from argv or the environment may hold any bytes (surrogates in
+    # str), which redis-py's UTF-8 encoding of a str would fail on with a traceback.
+    secret = None if password is None else os.fsencode(password)
+    return redis.Redis(host=host, port=port, password=secret, protocol=2, socket_timeout=10)
 
 
 def queued_jobs(client: redis.Redis) -> int:

@@ -218,6 +218,13 @@ def test_password(tmp_path: Path, node: NodeProcess, raw: redis.Redis) -> None:
         raw.execute_command("CONFIG", "SET", "requirepass", "")
 
 
+def test_a_password_that_is_not_utf8_is_sent_not_a_traceback(node: NodeProcess) -> None:
+    # From argv or $CONVEYOR_PASSWORD: bytes, which Python hands over as surrogates.
+    code, out, err = invoke("-p", str(node.port), "-a", os.fsdecode(b"p\xff"), "PING")
+    assert (code, out) == (0, "PONG\n")
+    assert err == "AUTH failed: ERR Client sent AUTH, but no password is set\n"
+
+
 # -- REPL ------------------------------------------------------------------------------------
 def test_repl_from_stdin(tmp_path: Path, node: NodeProcess, raw: redis.Redis) -> None:
     result = run_cli(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -64,3 +65,16 @@ def test_status_of_a_lone_node_reaches_it_at_the_address_given(tmp_path: Path) -
     (row,) = result.stdout.splitlines()[1:]
     assert row.split()[1:3] == [f"127.0.0.1:{node.port}", "myself"]
     assert row.split()[-2:] == ["1", "1"]  # one job, one queue
+
+
+def test_status_with_a_password_that_is_not_utf8_is_a_one_line_error(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path / "a")
+    try:
+        password = os.fsdecode(b"p\xff")  # as argv hands such bytes over
+        result = conveyor("cluster", "status", f"127.0.0.1:{node.port}", "-a", password)
+    finally:
+        node.stop()
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: 127.0.0.1:{node.port}: Client sent AUTH, but no password is set\n"
+    )
