@@ -265,19 +265,22 @@ def test_rewrite_without_file_is_an_error(tmp_path: Path) -> None:
         node.stop()
 
 
+def fails_to_start(*args: str | bytes) -> bytes:
+    """`conveyor server ARGS` on a free port, which must exit 1 with a one-line reason
+    rather than a traceback: its stderr."""
+    command = [sys.executable, "-m", "conveyor.cli", "server", *args, "--port", str(free_port())]
+    result = subprocess.run(command, capture_output=True, timeout=30)
+    assert result.returncode == 1
+    assert b"Traceback" not in result.stderr
+    return result.stderr
+
+
 def test_unusable_logfile_is_fatal_without_a_traceback(tmp_path: Path) -> None:
     # The log file is opened before anything else; a missing directory used to end the
     # process with a Python traceback instead of Redis' one-line reason.
     logfile = tmp_path / "no-such-dir" / "node.log"
-    command = [sys.executable, "-m", "conveyor.cli", "server", "--logfile", str(logfile)]
-    result = subprocess.run(
-        [*command, "--port", str(free_port()), "--dir", str(tmp_path)],
-        capture_output=True,
-        timeout=30,
-    )
-    assert result.returncode == 1
-    assert b"Traceback" not in result.stderr
-    assert b"Can't open the log file: No such file or directory" in result.stderr
+    stderr = fails_to_start("--logfile", str(logfile), "--dir", str(tmp_path))
+    assert b"Can't open the log file: No such file or directory" in stderr
 
 
 @pytest.mark.parametrize(
@@ -298,16 +301,9 @@ def test_directives_the_node_cannot_use_are_fatal_before_it_starts(
     # These used to pass the check and end the node with a traceback once it had
     # bound its ports (os.chmod of the socket, listen()).
     socket_path = tmp_path / "node.sock"
-    command = [sys.executable, "-m", "conveyor.cli", "server", "--unixsocket", str(socket_path)]
-    result = subprocess.run(
-        [*command, *args, "--port", str(free_port()), "--dir", str(tmp_path)],
-        capture_output=True,
-        timeout=30,
-    )
-    assert result.returncode == 1
-    assert b"Traceback" not in result.stderr
-    assert b"FATAL CONFIG FILE ERROR" in result.stderr
-    assert message.encode() in result.stderr
+    stderr = fails_to_start("--unixsocket", str(socket_path), *args, "--dir", str(tmp_path))
+    assert b"FATAL CONFIG FILE ERROR" in stderr
+    assert message.encode() in stderr
     assert not socket_path.exists()
 
 
@@ -318,23 +314,13 @@ def test_a_value_that_is_not_utf8_is_fatal(tmp_path: Path, where: str) -> None:
     config = tmp_path / "node.conf"
     config.write_bytes(b'requirepass "s3cret\\xff"\n' if where == "file" else b"")
     extra = [] if where == "file" else [b"--deadletter-queue", b"dead\xff"]
-    command = [sys.executable, "-m", "conveyor.cli", "server", str(config), *extra]
-    result = subprocess.run(
-        [*command, "--port", str(free_port()), "--dir", str(tmp_path)],
-        capture_output=True,
-        timeout=30,
-    )
-    assert result.returncode == 1
-    assert b"Traceback" not in result.stderr
-    assert b"FATAL CONFIG FILE ERROR" in result.stderr
-    assert b"\\xff (not UTF-8 text)" in result.stderr
+    stderr = fails_to_start(str(config), *extra, "--dir", str(tmp_path))
+    assert b"FATAL CONFIG FILE ERROR" in stderr
+    assert b"\\xff (not UTF-8 text)" in stderr
 
 
 def test_a_data_directory_that_is_a_file_is_fatal_without_a_traceback(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "data"
     not_a_dir.write_text("a file")
-    command = [sys.executable, "-m", "conveyor.cli", "server", "--dir", str(not_a_dir)]
-    result = subprocess.run([*command, "--port", str(free_port())], capture_output=True, timeout=30)
-    assert result.returncode == 1
-    assert b"Traceback" not in result.stderr
-    assert f"Can't use the data directory '{not_a_dir}': File exists".encode() in result.stderr
+    stderr = fails_to_start("--dir", str(not_a_dir))
+    assert f"Can't use the data directory '{not_a_dir}': File exists".encode() in stderr
