@@ -198,6 +198,11 @@ class Session:
             raise CliConnectionError(
                 f"Could not connect to Conveyor at {self.address}: {_reason(exc)}"
             ) from exc
+        except UnicodeError as exc:  # getaddrinfo's IDNA encoding: not a host name
+            self._connection.disconnect()
+            raise CliConnectionError(
+                f"Could not connect to Conveyor at {self.address}: invalid host name ({exc})"
+            ) from exc
         self.connected = True
         if self.password:
             # fsencode: a password from argv or the environment may hold any bytes.

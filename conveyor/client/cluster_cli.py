@@ -20,6 +20,10 @@ def _connect(address: str, password: str | None) -> redis.Redis:
         host, port = parse_address(address)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    try:
+        host.encode("idna")  # as getaddrinfo will, where a UnicodeError is a traceback
+    except UnicodeError as exc:
+        raise click.BadParameter(f"invalid host in node address {address!r}: {exc}") from None
     # Bytes: a password from argv or the environment may hold any bytes (surrogates in
     # str), which redis-py's UTF-8 encoding of a str would fail on with a traceback.
     secret = None if password is None else os.fsencode(password)

@@ -193,6 +193,15 @@ def test_a_port_out_of_range_is_refused_not_wrapped(node: NodeProcess) -> None:
         assert f"Invalid value for '-p' / '--port': {port} is not in the range" in err
 
 
+@pytest.mark.parametrize("host", ["a" * 64, os.fsdecode(b"h\xff"), "a..b"])
+def test_a_host_that_is_no_host_name_is_a_one_line_error(host: str) -> None:
+    # getaddrinfo IDNA-encodes the name first: a label over 63 bytes, or bytes that are
+    # not text, fail there with a UnicodeError before any lookup.
+    code, out, err = invoke("-h", host, "PING")
+    assert (code, out) == (1, "")
+    assert err.startswith("Could not connect to Conveyor at ") and err.count("\n") == 1
+
+
 def test_unreachable_node_exits_1() -> None:
     port = free_port()
     code, out, err = invoke("-p", str(port), "PING")

@@ -1,4 +1,4 @@
-"""`conveyor cluster status` against real nodes: a node that does not answer."""
+"""`conveyor cluster status` and `drain` on real nodes: nodes down, bad addresses, passwords."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import free_cluster_port
 from tests.servers import NodeProcess
@@ -77,4 +79,15 @@ def test_status_with_a_password_that_is_not_utf8_is_a_one_line_error(tmp_path: P
     assert result.returncode == 1
     assert result.stderr == (
         f"Error: 127.0.0.1:{node.port}: Client sent AUTH, but no password is set\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["status", "drain"])
+@pytest.mark.parametrize("host", ["a" * 64, os.fsdecode(b"h\xff")])
+def test_an_address_whose_host_is_no_host_name_is_refused(command: str, host: str) -> None:
+    result = conveyor("cluster", command, f"{host}:7711")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "Error: Invalid value: invalid host in node address "
     )
