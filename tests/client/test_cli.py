@@ -10,24 +10,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
 
+from conveyor.client._cli_replies import ErrorReply, StatusReply, format_raw, format_reply, quote
 from conveyor.client._help import COMMANDS, command_help
-from conveyor.client.cli import (
-    ErrorReply,
-    Session,
-    StatusReply,
-    _LineReader,
-    cli,
-    format_raw,
-    format_reply,
-    quote,
-    repl,
-)
+from conveyor.client.cli import Session, _LineReader, cli, repl
 from conveyor.node.commands import COMMANDS as SERVER_COMMANDS
 from tests.conftest import free_port
 from tests.servers import NodeProcess
@@ -296,35 +289,53 @@ def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:
     return seen
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-def test_interactive_prompt_and_history(
-    tmp_path: Path, node: NodeProcess, raw: redis.Redis
-) -> None:
-    """On a terminal: the host:port prompt, readline, and ~/.conveyor_history."""
+class Terminal:
+    """`conveyor cli` on a pseudo-terminal: what it writes is read up to a marker."""
+
+    def __init__(self, primary: int, process: subprocess.Popen[bytes], port: int) -> None:
+        self.primary, self.process = primary, process
+        self.prompt = f"127.0.0.1:{port}> ".encode()
+        self.deadline = time.monotonic() + 20
+
+    def type(self, line: bytes) -> None:
+        os.write(self.primary, line + b"\r")
+
+    def read_until(self, marker: bytes) -> bytes:
+        return _read_until(self.primary, marker, self.deadline)
+
+
+@contextmanager
+def cli_on_a_terminal(home: Path, port: int, **env: str) -> Iterator[Terminal]:
     primary, secondary = pty.openpty()
-    env = {**os.environ, "HOME": str(tmp_path), "TERM": "dumb"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "conveyor.cli", "cli", "-p", str(node.port)],
+        [sys.executable, "-m", "conveyor.cli", "cli", "-p", str(port)],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        env=env,
+        env={**os.environ, "HOME": str(home), "TERM": "dumb", **env},
         close_fds=True,
     )
     os.close(secondary)
-    deadline = time.monotonic() + 20
-    prompt = f"127.0.0.1:{node.port}> ".encode()
     try:
-        _read_until(primary, prompt, deadline)
-        os.write(primary, b"QLEN q\r")
-        assert b"(integer) 0" in _read_until(primary, b"(integer) 0", deadline)
-        os.write(primary, b"quit\r")
-        assert process.wait(timeout=10) == 0
+        yield Terminal(primary, process, port)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         os.close(primary)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_interactive_prompt_and_history(
+    tmp_path: Path, node: NodeProcess, raw: redis.Redis
+) -> None:
+    """On a terminal: the host:port prompt, readline, and ~/.conveyor_history."""
+    with cli_on_a_terminal(tmp_path, node.port) as terminal:
+        terminal.read_until(terminal.prompt)
+        terminal.type(b"QLEN q")
+        assert b"(integer) 0" in terminal.read_until(b"(integer) 0")
+        terminal.type(b"quit")
+        assert terminal.process.wait(timeout=10) == 0
     history = (tmp_path / ".conveyor_history").read_text()
     assert "QLEN q" in history
 
@@ -333,34 +344,16 @@ def test_interactive_prompt_and_history(
 def test_interactive_line_that_is_not_utf8_is_refused_and_the_session_goes_on(
     tmp_path: Path, node: NodeProcess
 ) -> None:
-    primary, secondary = pty.openpty()
     # A strict decoder on stdin, as Python sets it up under any UTF-8 locale but C.
-    env = {**os.environ, "HOME": str(tmp_path), "TERM": "dumb", "PYTHONIOENCODING": "utf-8:strict"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "conveyor.cli", "cli", "-p", str(node.port)],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        env=env,
-        close_fds=True,
-    )
-    os.close(secondary)
-    deadline = time.monotonic() + 20
-    prompt = f"127.0.0.1:{node.port}> ".encode()
-    try:
-        _read_until(primary, prompt, deadline)
-        os.write(primary, b"PING a\xffb\r")
-        seen = _read_until(primary, prompt, deadline)
+    with cli_on_a_terminal(tmp_path, node.port, PYTHONIOENCODING="utf-8:strict") as terminal:
+        terminal.read_until(terminal.prompt)
+        terminal.type(b"PING a\xffb")
+        seen = terminal.read_until(terminal.prompt)
         assert b"Invalid argument(s): not text in the terminal's encoding" in seen
-        os.write(primary, b"PING still-here\r")
-        _read_until(primary, b'"still-here"', deadline)
-        os.write(primary, b"quit\r")
-        assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(primary)
+        terminal.type(b"PING still-here")
+        terminal.read_until(b'"still-here"')
+        terminal.type(b"quit")
+        assert terminal.process.wait(timeout=10) == 0
 
 
 def test_repl_reconnects_after_the_connection_drops(
