@@ -137,7 +137,7 @@ class _LogFollower:
         return [("log", {"reset": False, "html": html})] if html else []
 
 
-@router.get("/events/q/{queue}/{msg_id}")
+@router.get("/events/q/{queue}/{msg_id:msgid}")
 def message_events(
     request: Request, queue: str, msg_id: str, c: Console = Depends(console)
 ) -> StreamingResponse:

@@ -61,7 +61,7 @@ def queue_page(
     return render(request, "queue.html", {**context, "stream": stream})
 
 
-@router.get("/q/{queue}/{msg_id}", response_class=HTMLResponse)
+@router.get("/q/{queue}/{msg_id:msgid}", response_class=HTMLResponse)
 def message_page(
     request: Request, queue: str, msg_id: str, c: Console = Depends(console)
 ) -> HTMLResponse:
@@ -117,7 +117,7 @@ def add_job_action(
     return answer(request, f"added job {job_id}", _queue_path(queue), id=job_id)
 
 
-@router.post("/q/{queue}/{msg_id}/rerun")
+@router.post("/q/{queue}/{msg_id:msgid}/rerun")
 def rerun_action(
     request: Request, queue: str, msg_id: str, c: Console = Depends(console)
 ) -> Response:
@@ -132,7 +132,7 @@ def rerun_action(
     )
 
 
-@router.post("/q/{queue}/{msg_id}/move")
+@router.post("/q/{queue}/{msg_id:msgid}/move")
 def move_action(
     request: Request,
     queue: str,
@@ -150,7 +150,7 @@ def move_action(
     return answer(request, f"moved to {to}", message_path(queue, msg_id))
 
 
-@router.post("/q/{queue}/{msg_id}/delete")
+@router.post("/q/{queue}/{msg_id:msgid}/delete")
 def delete_action(
     request: Request, queue: str, msg_id: str, c: Console = Depends(console)
 ) -> Response:

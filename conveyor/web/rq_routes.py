@@ -115,7 +115,7 @@ async def new_message(request: Request, queue: str, c: Console = Depends(console
     return RedirectResponse(root + message_path(queue, msg_id), status_code=303)
 
 
-@router.get("/q/{queue}/{msg_id}.json")
+@router.get("/q/{queue}/{msg_id:msgid}.json")
 def message_json(
     request: Request, queue: str, msg_id: str, c: Console = Depends(console)
 ) -> dict[str, Any]:
@@ -123,8 +123,8 @@ def message_json(
     return {k: v for k, v in doc.items() if k != "job"} | {"on_node": doc["job"] is not None}
 
 
-@router.get("/q/{queue}/{msg_id}/log")
-@router.get("/q/{queue}/{msg_id}/log/stdio.log")
+@router.get("/q/{queue}/{msg_id:msgid}/log")
+@router.get("/q/{queue}/{msg_id:msgid}/log/stdio.log")
 def message_log(queue: str, msg_id: str, c: Console = Depends(console)) -> PlainTextResponse:
     config = api_messages.queue_config(c, queue)
     data, size = workdirs.read_log(config, msg_id, -MAX_LOG, MAX_LOG)

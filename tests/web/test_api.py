@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,27 @@ def test_metrics_move_with_jobs(web: WebProcess, api: httpx.Client) -> None:
     assert "conveyor_node_up{" in text and 'conveyor_queue_length{queue="mq"}' in text
     assert 'conveyor_messages{queue="jobs",state="done"}' in text
     assert 'conveyor_jobs{state="queued"}' in text
+
+
+def test_message_routes_take_an_id_with_a_slash(web: WebProcess, queues_dir: Path) -> None:
+    # A job ID's 24 base64 characters hold a '/' about one time in three. On disk the
+    # message's directory has '_' for it, and the console's own links use that form; a
+    # URL built from the ID itself (RQ_MSG_ID, `conveyor queue add`'s output) must find
+    # the message too, as /api/v1 does, instead of a 404 on every page and seed route.
+    msg_id = "D-0123abcd-AbCdEfGhIjK/MnOpQrStUvWx-05a1"
+    directory = queues_dir / "jobs" / "done" / msg_id.replace("/", "_")
+    (directory / "job").mkdir(parents=True)
+    envelope = {"params": {"param1": "slash"}, "count": 0}
+    doc = {"id": msg_id, "queue": "jobs", "envelope": envelope}
+    (directory / "msg.json").write_text(json.dumps(doc))
+    (directory / "status.json").write_text(json.dumps({"state": "done", "status": "fine"}))
+    (directory / "stdio.log").write_text("the slash message's log\n")
+    for written in (msg_id, msg_id.replace("/", "%2F"), msg_id.replace("/", "_")):
+        base = f"{web.url}/q/jobs/{written}"
+        page = httpx.get(base, timeout=15)
+        assert page.status_code == 200 and "slash" in page.text, (written, page.status_code)
+        status = httpx.get(f"{base}.json", timeout=15)
+        assert status.status_code == 200, (written, status.text)
+        assert status.json()["id"] == msg_id and status.json()["status"] == "fine"
+        log = httpx.get(f"{base}/log", timeout=15)
+        assert log.text == "the slash message's log\n", (written, log.status_code)
