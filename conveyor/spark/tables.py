@@ -20,6 +20,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Var
 EVENT_TYPES: tuple[str, ...] = (
     "added",
     "imported",
+    "replicated",  # a cluster's job reached its replication level (added in wait-repl)
     "queued",
     "delivered",
     "dequeued",

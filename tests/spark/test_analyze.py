@@ -52,9 +52,9 @@ def _job(node: str, job: str, queue: str, *steps: tuple[int, str, int, int]) -> 
 
 
 EVENTS: list[Event] = [
-    # q1 on node A. j1: wait 1000, ack 3000.
-    *_job(NODE_A, "D-j1", "q1", (0, "added", 0, 0), (0, "queued", 0, 0),
-          (1000, "delivered", 0, 0), (3000, "acked", 0, 0)),
+    # q1 on node A. j1: wait 1000, ack 3000; added in a cluster (replicated before queued).
+    *_job(NODE_A, "D-j1", "q1", (0, "added", 0, 0), (0, "replicated", 0, 0),
+          (0, "queued", 0, 0), (1000, "delivered", 0, 0), (3000, "acked", 0, 0)),
     # j2: nacked once, delivered again in minute 1, acked: wait 2000, ack 61500.
     *_job(NODE_A, "D-j2", "q1", (500, "added", 0, 0), (500, "queued", 0, 0),
           (2500, "delivered", 0, 0), (4000, "nacked", 1, 0), (4000, "queued", 1, 0),
