@@ -194,6 +194,9 @@ def main() -> None:
     try:
         while query.isActive:
             if args.until_empty and queue_drained(args.nodes, args.source):
+                # A batch may still be writing: stopping it now aborts its write (Spark
+                # logs the interrupt at length). Let it end first.
+                query.processAllAvailable()
                 break
             time.sleep(1)
     finally:
