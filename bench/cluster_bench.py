@@ -137,25 +137,43 @@ def cluster(kind: Callable[[int, Path], list[str]], count: int) -> Iterator[list
 
 @contextmanager
 def floor_cluster() -> Iterator[list[Node]]:
-    """The Python floor (bench/floor_node.py): an origin first, then its two replicas."""
-    base = Path(tempfile.mkdtemp(prefix="conveyor-floor-bench-"))
+    """The Python floor (bench/floor_node.py): an origin first, then its two replicas.
+
+    Its ports are picked free, then bound by the processes a moment later: another
+    process on the machine (a test suite's other worker) may take one in between. Such a
+    start is tried again on new ports, twice at most, saying why each one failed."""
+    failures: list[str] = []
+    for _ in range(3):
+        base = Path(tempfile.mkdtemp(prefix="conveyor-floor-bench-"))
+        nodes = _floor_nodes(base)
+        try:
+            try:
+                for replica in nodes[1:]:
+                    replica.start_listening()
+                nodes[0].start()
+            except RuntimeError as exc:
+                logs = [(n.data / "node.log").read_text(errors="replace")[-300:] for n in nodes
+                        if (n.data / "node.log").exists()]  # fmt: skip
+                failures.append(f"{exc}; logs: {logs}")
+                continue
+            yield nodes
+            return
+        finally:
+            for each in nodes:
+                each.stop()
+            shutil.rmtree(base, ignore_errors=True)
+    raise RuntimeError("the Python floor did not start: " + " | ".join(failures))
+
+
+def _floor_nodes(base: Path) -> list[Node]:
     ports = [free_port_pair() for _ in range(3)]
     script = [sys.executable, str(Path(__file__).with_name("floor_node.py"))]
     commands = [[*script, "origin", *map(str, ports)]]
     commands += [[*script, "replica", str(port)] for port in ports[1:]]
-    nodes = [
+    return [
         Node(command, base / f"n{index}", port)
         for index, (command, port) in enumerate(zip(commands, ports, strict=True))
     ]
-    try:
-        for replica in nodes[1:]:
-            replica.start_listening()
-        nodes[0].start()
-        yield nodes
-    finally:
-        for each in nodes:
-            each.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def wait_formed(nodes: list[Node], deadline_s: float = 20.0) -> None:
