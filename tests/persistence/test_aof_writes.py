@@ -42,6 +42,17 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
     return predicate()
 
 
+def add_until_refused(client: redis.Redis, count: int, replies: list[object]) -> None:
+    """Up to `count` ADDJOBs of BODY, each reply kept in `replies`, up to the first error
+    reply (kept too). Run in a thread: a reply the node holds back blocks it."""
+    for _ in range(count):
+        try:
+            replies.append(client.execute_command("ADDJOB", "q", BODY, 0))
+        except redis.ResponseError as exc:
+            replies.append(exc)
+            return
+
+
 def test_everysec_write_errors_give_misconf_then_recover(tmp_path: Path) -> None:
     node = NodeProcess(tmp_path, "--appendonly", "yes", preexec_fn=limit_file_size())
     try:
@@ -81,16 +92,10 @@ def test_always_holds_the_reply_until_the_job_is_on_disk(tmp_path: Path) -> None
         assert (tmp_path / "disque.aof").stat().st_size > 20 * len(BODY)
         replies: list[object] = []
 
-        def add_past_the_limit() -> None:
-            producer = node.client(socket_timeout=30)
-            for _ in range(FILE_LIMIT // len(BODY)):
-                try:
-                    replies.append(producer.execute_command("ADDJOB", "q", BODY, 0))
-                except redis.ResponseError as exc:
-                    replies.append(exc)
-                    return
-
-        producer = threading.Thread(target=add_past_the_limit)
+        producer = threading.Thread(
+            target=add_until_refused,
+            args=(node.client(socket_timeout=30), FILE_LIMIT // len(BODY), replies),
+        )
         producer.start()
         other = node.client()
         assert wait_for(lambda: other.info("persistence")["aof_last_write_status"] == "err")
@@ -284,15 +289,9 @@ def test_appendonly_no_answers_the_clients_a_failing_disk_held_back(tmp_path: Pa
         producer = node.client(socket_timeout=30)
         replies: list[object] = []
 
-        def add_past_the_limit() -> None:
-            for _ in range(FILE_LIMIT // len(BODY) * 2):
-                try:
-                    replies.append(producer.execute_command("ADDJOB", "q", BODY, 0))
-                except redis.ResponseError as exc:
-                    replies.append(exc)
-                    return
-
-        adding = threading.Thread(target=add_past_the_limit)
+        adding = threading.Thread(
+            target=add_until_refused, args=(producer, FILE_LIMIT // len(BODY) * 2, replies)
+        )
         adding.start()
         other = node.client()
         assert wait_for(lambda: other.info("persistence")["aof_last_write_status"] == "err")
