@@ -14,6 +14,8 @@ from redis._parsers import _RESP2Parser
 from redis.exceptions import InvalidResponse
 from redis.utils import SENTINEL
 
+from conveyor.protocol.inline import sds_repr
+
 
 class StatusReply(bytes):
     """A `+...` reply (printed unquoted), as opposed to a bulk string."""
@@ -61,30 +63,9 @@ def _number(line: bytes) -> int:
 
 
 # -- formatting, as redis-cli does it --------------------------------------------------------
-_ESCAPES = {
-    ord("\\"): "\\\\",
-    ord('"'): '\\"',
-    ord("\n"): "\\n",
-    ord("\r"): "\\r",
-    ord("\t"): "\\t",
-    ord("\a"): "\\a",
-    ord("\b"): "\\b",
-}
-
-
 def quote(data: bytes) -> str:
     """A bulk string the way redis-cli shows it (sdscatrepr)."""
-    out = ['"']
-    for byte in data:
-        escaped = _ESCAPES.get(byte)
-        if escaped is not None:
-            out.append(escaped)
-        elif 32 <= byte < 127:
-            out.append(chr(byte))
-        else:
-            out.append(f"\\x{byte:02x}")
-    out.append('"')
-    return "".join(out)
+    return f'"{sds_repr(data)}"'
 
 
 def format_reply(reply: Reply, prefix: str = "") -> str:

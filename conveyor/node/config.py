@@ -29,7 +29,7 @@ from conveyor.node.directives import (
     RangeError,
     parse_memory,
 )
-from conveyor.protocol.inline import split_args
+from conveyor.protocol.inline import sds_repr, split_args
 
 log = logging.getLogger("conveyor.node")
 
@@ -326,24 +326,11 @@ def _unusable(name: str, parsed: Any) -> str | None:
 
 # A word written as is: printable ASCII without quotes, backslash or space.
 _PLAIN_RE = re.compile(r"[!#-&(-\[\]-~]+")
-_REPR_ESCAPES = {
-    ord("\\"): "\\\\",
-    ord('"'): '\\"',
-    ord("\n"): "\\n",
-    ord("\r"): "\\r",
-    ord("\t"): "\\t",
-    ord("\a"): "\\a",
-    ord("\b"): "\\b",
-}
 
 
 def escape(value: str) -> str:
-    """Redis' sdscatrepr without the quotes: printable ASCII as is, `\\` and `"`
-    escaped, `\\n \\r \\t \\a \\b`, every other byte of the UTF-8 form as `\\xhh`."""
-    return "".join(
-        _REPR_ESCAPES.get(byte) or (chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}")
-        for byte in value.encode(errors="surrogateescape")
-    )
+    """Redis' sdscatrepr without the quotes, of the UTF-8 form of `value`."""
+    return sds_repr(value.encode(errors="surrogateescape"))
 
 
 def quote(value: str) -> str:

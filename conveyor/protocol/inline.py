@@ -1,7 +1,8 @@
-"""Inline requests and config lines: split like Redis' sdssplitargs (quotes, escapes).
+"""Inline requests and config lines: split like Redis' sdssplitargs (quotes, escapes),
+and written back like its sdscatrepr.
 
 Used for a client's inline commands (`PING\\r\\n`, what telnet sends), by the config
-file reader and by `conveyor cli`.
+file reader and writer (CONFIG REWRITE) and by `conveyor cli`.
 """
 
 from __future__ import annotations
@@ -82,3 +83,25 @@ def split_args(line: bytes) -> list[bytes] | None:
                     current.append(char)
             pos += 1
         args.append(bytes(current))
+
+
+# sdscatrepr's escapes; any other byte outside printable ASCII is written \xhh.
+_REPR_ESCAPES = {
+    ord("\\"): "\\\\",
+    ord('"'): '\\"',
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord("\a"): "\\a",
+    ord("\b"): "\\b",
+}
+
+
+def sds_repr(data: bytes) -> str:
+    """Redis' sdscatrepr without its quotes: printable ASCII as is, `\\` and `"`
+    escaped, `\\n \\r \\t \\a \\b`, every other byte as `\\xhh`. What split_args
+    reads back, between double quotes, as exactly `data`."""
+    return "".join(
+        _REPR_ESCAPES.get(byte) or (chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}")
+        for byte in data
+    )
