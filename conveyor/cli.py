@@ -6,7 +6,11 @@ importing lazily so `conveyor server` does not pay for the client or rich.
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import sys
+from typing import Any
 
 import click
 
@@ -24,7 +28,33 @@ _SUBCOMMANDS: dict[str, str] = {
 }
 
 
+# A write the device refused: `conveyor cli PING >/dev/full`, a full disk or quota. (click
+# itself ends a broken pipe, `| head -1`, quietly with status 1.)
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _give_up_writing(exc: OSError) -> None:
+    """Exit 1 with one line, as coreutils do (`echo x >/dev/full` prints "write error: No
+    space left on device"), instead of a traceback."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        # What stays buffered would fail again at exit, with CPython's "Exception
+        # ignored" lines: it goes to /dev/null instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    click.echo(f"conveyor: write error: {exc.strerror}", err=True)
+    sys.exit(1)
+
+
 class _LazyGroup(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            _give_up_writing(exc)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_SUBCOMMANDS)
 

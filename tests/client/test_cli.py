@@ -151,6 +151,27 @@ def test_one_shot_error_exits_1(node: NodeProcess) -> None:
     assert invoke("-p", str(node.port), "NOPE") == (1, "(error) ERR unknown command 'NOPE'\n", "")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["cli", "-p", "{port}", "PING"], ["--help"], ["cluster", "status", "127.0.0.1:{port}"]],
+)
+def test_output_to_a_full_device_is_a_one_line_error(node: NodeProcess, argv: list[str]) -> None:
+    """`>/dev/full`: exit 1 and coreutils' "write error" line, not a traceback (nor
+    CPython's "Exception ignored" lines at exit for what stays buffered)."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "conveyor.cli", *(a.format(port=node.port) for a in argv)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+        )
+    assert (result.returncode, result.stderr) == (
+        1,
+        "conveyor: write error: No space left on device\n",
+    )
+
+
 def test_info_prints_as_text(node: NodeProcess, raw: redis.Redis) -> None:
     code, out, _ = invoke("-p", str(node.port), "INFO", "jobs")
     assert code == 0
