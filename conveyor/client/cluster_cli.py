@@ -6,6 +6,7 @@ module holds no cluster logic of its own, so it works against C Disque nodes too
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -41,9 +42,24 @@ def cluster() -> None:
     """Operate a cluster: drain a node before it leaves, see every node at once."""
 
 
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # FloatRange lets NaN through (no comparison with it is true), and a deadline of NaN
+    # is never reached: the drain would wait forever.
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds.", ctx, param)
+    return value
+
+
 @cluster.command()
 @click.argument("address")
-@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait at most.")
+@click.option(
+    "--timeout",
+    default=300.0,
+    type=click.FloatRange(min=0),
+    callback=_seconds,
+    show_default=True,
+    help="Seconds to wait at most (inf: no limit).",
+)
 @click.option("-a", "--password", envvar="CONVEYOR_PASSWORD", help="AUTH password.")
 def drain(address: str, timeout: float, password: str | None) -> None:
     """Set ADDRESS (host:port) leaving, then wait until it holds no queued job.

@@ -91,3 +91,15 @@ def test_an_address_whose_host_is_no_host_name_is_refused(command: str, host: st
     assert result.stderr.splitlines()[-1].startswith(
         "Error: Invalid value: invalid host in node address "
     )
+
+
+@pytest.mark.parametrize(
+    ("timeout", "reason"),
+    [("nan", "nan is not a number of seconds."), ("-1", "-1.0 is not in the range x>=0.")],
+)
+def test_a_drain_timeout_that_is_no_duration_is_refused(timeout: str, reason: str) -> None:
+    """Refused before connecting (port 1 has no node): a NaN deadline is never reached, so
+    the drain would have waited forever."""
+    result = conveyor("cluster", "drain", "127.0.0.1:1", "--timeout", timeout)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '--timeout': {reason}"
