@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from conveyor.client import Client, ConveyorError, Job
+from conveyor.client._address import parse_address
 from conveyor.worker import claims
 from conveyor.worker.envelope import Envelope
 from conveyor.worker.queuedir import QueueConfig, QueueConfigError
@@ -40,6 +41,10 @@ def parse_conveyor_url(url: str) -> tuple[str, str]:
     queue = parsed.path.strip("/")
     if parsed.scheme != "conveyor" or not parsed.netloc or not queue or "/" in queue:
         raise RelayError(f"bad destination {url!r}: expected conveyor://host:port/queue")
+    try:
+        parse_address(parsed.netloc)  # here, not in Client(): its ValueError ended the run
+    except ValueError as exc:
+        raise RelayError(f"bad destination {url!r}: {exc}") from None
     return parsed.netloc, queue
 
 

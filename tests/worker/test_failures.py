@@ -29,6 +29,10 @@ SCRIPTS = {
         'echo "dup 0-X-no_such_queue" >&$RQ_WRITE\nread -u $RQ_READ\n'
         'echo "err reply: $REPLY" >&$RQ_WRITE\n'
     ),
+    "dup_bad_port": (
+        'echo "dup 0-X-conveyor://127.0.0.1:notaport/q" >&$RQ_WRITE\nread -u $RQ_READ\n'
+        'echo "err reply: $REPLY" >&$RQ_WRITE\n'
+    ),
 }
 
 
@@ -64,6 +68,10 @@ def test_failure_paths(
     assert final("flood")["status"] == "status line longer than 65536 bytes"
     assert final("flood_lines")["status"] == "status pipe flooded: more than 1048576 bytes"
     assert final("dup_missing")["status"] == "reply: fail no such queue: no_such_queue"
+    assert final("dup_bad_port")["status"] == (
+        "reply: fail bad destination 'conveyor://127.0.0.1:notaport/q': "
+        "bad port in node address '127.0.0.1:notaport'"
+    )
 
     resent = final("resend")
     assert resent["state"] == "done" and resent["status"] == "count 1"
