@@ -24,10 +24,12 @@ from conveyor.core.jobid import is_valid_id
 from conveyor.persistence.loader import misread_truncation
 from conveyor.persistence.reader import AofFormatError, read_records
 
-__all__ = ["Analysis", "analyze", "check_aof"]
+__all__ = ["Analysis", "analyze", "check_aof", "good_records_after"]
 
 # FILE.bak, FILE.bak.1, ...: how many names to try before giving up.
 _MAX_BACKUPS = 1000
+# Every record is a two-word command: LOADJOB <job> or DELJOB <ID>.
+_RECORD_HEAD = b"*2\r\n$"
 
 
 @dataclass
@@ -47,20 +49,43 @@ def analyze(data: bytes) -> Analysis:
     """Walk every record of `data`; stop at the first bad one (framing, codec or job ID)."""
     result = Analysis(size=len(data), ok_up_to=0)
     try:
-        for record in read_records(data):
-            if record.command.upper() == b"LOADJOB":
-                _check_job(record.argument, result.ok_up_to)
-                result.loadjobs += 1
-            else:
-                if not is_valid_id(record.argument):
-                    raise AofFormatError(
-                        result.ok_up_to, f"invalid job ID {record.argument[:60]!r} in DELJOB", False
-                    )
-                result.deljobs += 1
-            result.ok_up_to = record.end
+        _walk(data, result)
     except AofFormatError as exc:
         result.error = misread_truncation(data, exc) or exc
     return result
+
+
+def _walk(data: bytes, counts: Analysis) -> None:
+    """Count the good records from `counts.ok_up_to` on, moving it past each; raises
+    AofFormatError at the first bad one."""
+    for record in read_records(data, counts.ok_up_to):
+        if record.command.upper() == b"LOADJOB":
+            _check_job(record.argument, counts.ok_up_to)
+            counts.loadjobs += 1
+        else:
+            if not is_valid_id(record.argument):
+                raise AofFormatError(
+                    counts.ok_up_to, f"invalid job ID {record.argument[:60]!r} in DELJOB", False
+                )
+            counts.deljobs += 1
+        counts.ok_up_to = record.end
+
+
+def good_records_after(data: bytes, damage: int) -> Analysis:
+    """The good records that follow damage at offset `damage`: what --fix drops besides
+    the bad bytes. Found by looking for the next record's header after each bad stretch,
+    so a body holding a whole record's bytes would count too: a figure to weigh the
+    repair by, not an exact one."""
+    found = Analysis(size=len(data), ok_up_to=damage)
+    start = damage + 1
+    while (start := data.find(_RECORD_HEAD, start)) >= 0:
+        found.ok_up_to = start
+        try:
+            _walk(data, found)
+            break
+        except AofFormatError as exc:
+            start = max(exc.offset, start) + 1
+    return found
 
 
 def _check_job(argument: bytes, offset: int) -> None:
@@ -74,12 +99,18 @@ def _check_job(argument: bytes, offset: int) -> None:
         raise AofFormatError(offset, reason, False)
 
 
-def _report(path: Path, result: Analysis) -> None:
+def _report(path: Path, data: bytes, result: Analysis) -> None:
     error = result.error
     if error is not None and error.truncated:
         click.echo(f"Unfinished last record at offset {error.offset}: {error.reason}")
     elif error is not None:
         click.echo(f"Bad record at offset {error.offset}: {error.reason}")
+        after = good_records_after(data, error.offset)
+        if after.records:
+            click.echo(
+                f"{after.records} good records follow it ({after.loadjobs} LOADJOB, "
+                f"{after.deljobs} DELJOB): --fix drops them too (the backup keeps them)"
+            )
     diff = result.size - result.ok_up_to
     click.echo(f"AOF analyzed: size={result.size}, ok_up_to={result.ok_up_to}, diff={diff}")
     click.echo(
@@ -157,7 +188,7 @@ def check_aof(fix: bool, yes: bool, file: Path) -> None:
     """
     data = _read(file, fix)
     result = analyze(data)
-    _report(file, result)
+    _report(file, data, result)
     if result.error is None:
         return
     if not fix:

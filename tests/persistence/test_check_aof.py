@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.persistence.check import analyze
+from conveyor.persistence.check import analyze, good_records_after
 from conveyor.persistence.reader import read_records
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "disque_wire"
@@ -135,8 +135,10 @@ def test_corrupt_record_in_the_middle(tmp_path: Path) -> None:
     path = place(tmp_path, bytes(damaged))
     result = check_aof(path)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[:3] == [
+    assert result.stdout.splitlines()[:4] == [
         f"Bad record at offset {J05}: expected '*', got '#'",
+        "22 good records follow it (20 LOADJOB, 2 DELJOB): --fix drops them too (the backup"
+        " keeps them)",
         f"AOF analyzed: size={len(APPENDONLY)}, ok_up_to={J05}, diff={len(APPENDONLY) - J05}",
         "4 good records (4 LOADJOB, 0 DELJOB)",
     ]
@@ -148,6 +150,18 @@ def test_corrupt_record_in_the_middle(tmp_path: Path) -> None:
     result = check_aof(path)
     assert result.returncode == 0
     assert "4 good records (4 LOADJOB, 0 DELJOB)" in result.stdout
+
+
+def test_good_records_after_several_bad_stretches_are_counted() -> None:
+    """Past the first damage, each bad stretch is skipped to the next record's header:
+    J05 and the last DELJOB damaged leave 4 good records before, 21 between and after."""
+    damaged = bytearray(APPENDONLY)
+    damaged[J05] = ord("#")
+    damaged[LAST_DELJOB + 5] = ord("?")  # inside its "$6" header
+    after = good_records_after(bytes(damaged), J05)
+    assert (after.loadjobs, after.deljobs) == (20, 1)
+    assert analyze(bytes(damaged)).records == 4
+    assert good_records_after(APPENDONLY[:J05] + b"#" * 100, J05).records == 0
 
 
 def test_a_job_the_codec_refuses_is_reported_at_its_record(tmp_path: Path) -> None:
