@@ -77,7 +77,13 @@ class NodeLink:
         self._sock = sock
         self._reader = hiredis.Reader()
         if self._password:
-            self.call("AUTH", self._password)
+            try:
+                self.call("AUTH", self._password)
+            except NodeError:
+                # Kept, the connection would run the next call unauthenticated (-NOAUTH,
+                # which hides the cause): the next call connects and says it again.
+                self.close()
+                raise
         return sock
 
     def close(self) -> None:
