@@ -28,8 +28,6 @@ from conveyor.client.errors import BatchError, ReplyError
 MAX_CHUNK_COMMANDS = 1000
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
 
-_BODY_TYPES = (bytes, bytearray, memoryview, str)
-
 
 def pack_arg(value: Any) -> bytes:
     """One argument as a RESP bulk string: `$<len>\\r\\n<bytes>\\r\\n`.
@@ -135,10 +133,8 @@ def add_jobs(
     if not isinstance(bodies, list | tuple):
         bodies = list(bodies)
     for body in bodies:
-        if not isinstance(body, _BODY_TYPES):
-            raise TypeError(
-                f"a job body must be bytes, bytearray, memoryview or str, not {type(body).__name__}"
-            )
+        if not isinstance(body, cmd.BODY_TYPES):
+            cmd.body_bytes(body)  # raises the TypeError add_job gives
     # The options are built by add_job, so both methods send exactly the same command.
     template = cmd.add_job(
         queue,

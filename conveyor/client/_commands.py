@@ -7,6 +7,7 @@ here and the two clients run it, blocking or awaiting.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -20,6 +21,7 @@ JobRef = str | bytes | Job
 """A job ID, or a `Job` (its `id` is used)."""
 
 Body = bytes | bytearray | memoryview | str
+BODY_TYPES = (bytes, bytearray, memoryview, str)
 
 PAUSE_OPTIONS = frozenset({"none", "in", "out", "all", "state", "bcast"})
 JOB_STATES = frozenset({"wait-repl", "active", "queued", "acked"})
@@ -54,19 +56,46 @@ def _ids(refs: Iterable[JobRef]) -> list[str]:
     return [job_id_of(ref) for ref in refs]
 
 
+def _queue(queue: object) -> str | bytes:
+    """A queue name as given, refused before anything is sent unless str or bytes
+    (None would reach redis-py's encoder, whose message differs between the twins)."""
+    if not isinstance(queue, str | bytes):
+        raise TypeError(f"a queue name must be str or bytes, not {type(queue).__name__}")
+    return queue
+
+
 def _queues(queues: str | bytes | Sequence[str | bytes]) -> list[str | bytes]:
     if isinstance(queues, str | bytes):
         return [queues]
-    names = list(queues)
+    names = [_queue(name) for name in queues]
     if not names:
         raise ValueError("at least one queue is needed")
     return names
 
 
-def _non_negative_ms(name: str, value: int) -> int:
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0")
-    return int(value)
+def body_bytes(body: Body) -> bytes:
+    """A job body as bytes; str is UTF-8. Anything else is refused: bytes() would turn
+    an int into that many NUL bytes and a list of ints into their bytes, silently."""
+    if not isinstance(body, BODY_TYPES):
+        raise TypeError(
+            f"a job body must be bytes, bytearray, memoryview or str, not {type(body).__name__}"
+        )
+    return _parse.to_bytes(body)
+
+
+def whole(name: str, value: object, minimum: int | None = None) -> int:
+    """An integer argument, checked before anything is sent. int() would cut a float:
+    `retry=0.5` would go as RETRY 0 (an at-most-once job), `timeout_ms=0.5` as TIMEOUT
+    0 (block forever); a bool or a str is a mistake of the caller's."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, not {number}")
+    return number
 
 
 def raw(*args: Any) -> Call[Any]:
@@ -87,19 +116,20 @@ def add_job(
 ) -> Call[str]:
     args: list[Any] = [
         "ADDJOB",
-        queue,
-        _parse.to_bytes(body),
-        _non_negative_ms("timeout_ms", timeout_ms),
+        _queue(queue),
+        body_bytes(body),
+        whole("timeout_ms", timeout_ms, 0),
     ]
+    # Their ranges are the node's to check: it names the option in its error.
     for name, value in (
-        ("REPLICATE", replicate),
-        ("DELAY", delay),
-        ("RETRY", retry),
-        ("TTL", ttl),
-        ("MAXLEN", maxlen),
+        ("replicate", replicate),
+        ("delay", delay),
+        ("retry", retry),
+        ("ttl", ttl),
+        ("maxlen", maxlen),
     ):
         if value is not None:
-            args += [name, int(value)]
+            args += [name.upper(), whole(name, value)]
     if asynchronous:
         args.append("ASYNC")
     # A synchronous ADDJOB may wait up to timeout_ms for replication; 0 means "forever"
@@ -119,9 +149,9 @@ def get_jobs(
     if nohang:
         args.append("NOHANG")
     if timeout_ms is not None:
-        args += ["TIMEOUT", _non_negative_ms("timeout_ms", timeout_ms)]
-    if count != 1:
-        args += ["COUNT", int(count)]
+        args += ["TIMEOUT", whole("timeout_ms", timeout_ms, 0)]
+    if whole("count", count) != 1:
+        args += ["COUNT", count]
     if with_counters:
         args.append("WITHCOUNTERS")
     args.append("FROM")
@@ -147,7 +177,7 @@ def ids_command(name: str, refs: Iterable[JobRef]) -> Call[int]:
 def nack(refs: Iterable[JobRef], delay: int | None = None) -> Call[int]:
     args: list[Any] = ["NACK", *_ids(refs)]
     if delay is not None:
-        args += ["DELAY", int(delay)]
+        args += ["DELAY", whole("delay", delay)]
     return Call(tuple(args), _int)
 
 
@@ -160,24 +190,24 @@ def show(ref: JobRef) -> Call[dict[str, Any] | None]:
 
 
 def qlen(queue: str | bytes) -> Call[int]:
-    return Call(("QLEN", queue), _int)
+    return Call(("QLEN", _queue(queue)), _int)
 
 
 def qstat(queue: str | bytes) -> Call[dict[str, Any] | None]:
-    return Call(("QSTAT", queue), _parse.pairs)
+    return Call(("QSTAT", _queue(queue)), _parse.pairs)
 
 
 def qpeek(queue: str | bytes, count: int) -> Call[list[Job]]:
-    return Call(("QPEEK", queue, int(count)), _parse.jobs)
+    return Call(("QPEEK", _queue(queue), whole("count", count)), _parse.jobs)
 
 
 def pause(queue: str | bytes, options: Sequence[str]) -> Call[str]:
     if not options:
         options = ("state",)
     for option in options:
-        if option.lower() not in PAUSE_OPTIONS:
+        if not isinstance(option, str) or option.lower() not in PAUSE_OPTIONS:
             raise ValueError(f"unknown PAUSE option {option!r}; use {sorted(PAUSE_OPTIONS)}")
-    return Call(("PAUSE", queue, *options), _parse.text)
+    return Call(("PAUSE", _queue(queue), *options), _parse.text)
 
 
 def info(section: str | None = None) -> Call[dict[str, Any]]:
@@ -209,13 +239,13 @@ def qscan(
 ) -> Call[tuple[str, list[str]]]:
     args: list[Any] = ["QSCAN", cursor]
     for name, value in (
-        ("COUNT", count),
-        ("MINLEN", minlen),
-        ("MAXLEN", maxlen),
-        ("IMPORTRATE", importrate),
+        ("count", count),
+        ("minlen", minlen),
+        ("maxlen", maxlen),
+        ("importrate", importrate),
     ):
         if value is not None:
-            args += [name, int(value)]
+            args += [name.upper(), whole(name, value)]
     if busyloop:
         args.append("BUSYLOOP")
     return Call(tuple(args), _parse.scan)
@@ -230,9 +260,9 @@ def jscan(
 ) -> Call[tuple[str, list[str]]]:
     args: list[Any] = ["JSCAN", cursor]
     if count is not None:
-        args += ["COUNT", int(count)]
+        args += ["COUNT", whole("count", count)]
     if queue is not None:
-        args += ["QUEUE", queue]
+        args += ["QUEUE", _queue(queue)]
     for state in states:
         args += ["STATE", state]
     if busyloop:

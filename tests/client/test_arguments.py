@@ -1,0 +1,67 @@
+"""Bad arguments are refused by both clients alike, before anything reaches the node."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from conveyor.client import AsyncClient, Client
+from tests.servers import NodeProcess
+
+JOB_ID = "D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1"
+
+# (what is wrong, the call, the exception, words of its message)
+BAD_CALLS: list[tuple[str, Callable[[Any], Any], type[Exception], str]] = [
+    ("int body", lambda c: c.add_job("q", 5), TypeError, "job body must be bytes"),
+    ("list body", lambda c: c.add_job("q", [1, 2]), TypeError, "not list"),
+    ("None body", lambda c: c.add_job("q", None), TypeError, "not NoneType"),
+    ("float retry", lambda c: c.add_job("q", b"x", retry=0.5), TypeError, "retry must be an int"),
+    ("float delay", lambda c: c.add_job("q", b"x", delay=1.5), TypeError, "delay must be an int"),
+    ("str ttl", lambda c: c.add_job("q", b"x", ttl="10"), TypeError, "ttl must be an int, not str"),
+    ("bool replicate", lambda c: c.add_job("q", b"x", replicate=True), TypeError, "not bool"),
+    ("float wait", lambda c: c.add_job("q", b"x", timeout_ms=1.5), TypeError, "timeout_ms"),
+    ("negative wait", lambda c: c.add_job("q", b"x", timeout_ms=-1), ValueError, "timeout_ms"),
+    ("None queue", lambda c: c.add_job(None, b"x"), TypeError, "queue name must be str or bytes"),
+    ("batch None queue", lambda c: c.add_jobs(None, [b"x"]), TypeError, "queue name must be"),
+    ("batch int body", lambda c: c.add_jobs("q", [b"x", 5]), TypeError, "job body must be"),
+    ("batch float retry", lambda c: c.add_jobs("q", [b"x"], retry=0.5), TypeError, "retry"),
+    ("float get wait", lambda c: c.get_jobs("q", timeout_ms=0.5), TypeError, "timeout_ms"),
+    ("float count", lambda c: c.get_jobs("q", count=2.5, nohang=True), TypeError, "count"),
+    ("None in queues", lambda c: c.get_jobs(["q", None], nohang=True), TypeError, "queue name"),
+    ("float nack delay", lambda c: c.nack(JOB_ID, delay=0.5), TypeError, "delay must be an int"),
+    ("float peek", lambda c: c.qpeek("q", 1.5), TypeError, "count must be an int"),
+    ("int pause option", lambda c: c.pause("q", 5), ValueError, "unknown PAUSE option 5"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [case[1:] for case in BAD_CALLS],
+    ids=[case[0] for case in BAD_CALLS],
+)
+def test_bad_arguments_are_refused_before_sending(
+    node: NodeProcess,
+    raw: redis.Redis,
+    call: Callable[[Any], Any],
+    error: type[Exception],
+    words: str,
+) -> None:
+    raw.execute_command("ADDJOB", "q", "waiting", 0)  # a GETJOB sent by mistake would take it
+    with (
+        Client([f"127.0.0.1:{node.port}"], socket_timeout=5) as client,
+        pytest.raises(error, match=words),
+    ):
+        call(client)
+
+    async def the_async_twin() -> None:
+        async with AsyncClient([f"127.0.0.1:{node.port}"], socket_timeout=5) as client:
+            with pytest.raises(error, match=words):
+                await call(client)
+
+    asyncio.run(the_async_twin())
+    assert raw.execute_command("QLEN", "q") == 1
+    assert raw.execute_command("QPEEK", "q", 2)[0][2] == b"waiting"
