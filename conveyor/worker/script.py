@@ -234,15 +234,28 @@ def _decide(exit_code: int | None, completion: _Completion) -> ScriptResult:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """TERM the script's process group, KILL it after a grace period, reap the script."""
-    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """TERM the script's process group, KILL what is left of it after a grace period, reap
+    the script. The group is killed even when the script itself went at the TERM: a child
+    that ignores TERM (or takes its time) would otherwise outlive the timeout for good."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _KILL_GRACE_S
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(_KILL_GRACE_S)
+    # The group's id stays reserved while any member lives, so it names no stranger here.
+    while time.monotonic() < deadline and _signal_group(proc.pid, 0):
+        time.sleep(0.05)
+    _signal_group(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10.0)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Whether the process group `pgid` had a member to take `sig` (0: only look)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def kill_stale(pgid: int | None) -> None:

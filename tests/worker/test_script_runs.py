@@ -1,0 +1,41 @@
+"""One run of a queue script on real processes: what a timeout kills and what is left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conveyor.worker import script
+from conveyor.worker.script import ScriptHooks, run_script
+from tests.worker.conftest import wait_for
+
+QUIET_HOOKS = ScriptHooks(lambda text: None, lambda text: "fail", lambda: None, 60.0)
+
+
+def _gone(pid: int) -> bool:
+    """Whether process `pid` is dead: no such process, or a zombie left to its reaper."""
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_timeout_kills_a_child_that_ignores_term(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(script, "_KILL_GRACE_S", 0.3)  # the 2 s wait, shortened
+    # The child ignores TERM; the script itself goes at the first TERM.
+    text = "(trap '' TERM; sleep 60) & echo $! > child.pid; sleep 60\n"
+    result = run_script(
+        ["bash", "-c", text], tmp_path, tmp_path / "stdio.log", dict(os.environ), 0.2,
+        QUIET_HOOKS,
+    )  # fmt: skip
+    assert result.text == "timed out after 0.2s; the script was killed"
+    child = int((tmp_path / "child.pid").read_text())
+    try:
+        wait_for(lambda: _gone(child), timeout=5, what="the child that ignored TERM killed")
+    finally:
+        if not _gone(child):
+            os.kill(child, 9)
