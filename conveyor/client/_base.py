@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Self
@@ -210,7 +211,10 @@ class BaseClient:
             return self._socket_timeout
         if math.isinf(wait_s) or self._socket_timeout is None:
             return None
-        return wait_s + max(self._socket_timeout, 1.0)
+        limit = wait_s + max(self._socket_timeout, 1.0)
+        # A socket cannot wait longer (OverflowError, raised after the command was sent);
+        # that is about 292 years: as long as it takes.
+        return None if limit >= threading.TIMEOUT_MAX else limit
 
     def __repr__(self) -> str:
         where = self.address or ",".join(self.configured_nodes)

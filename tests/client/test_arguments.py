@@ -65,3 +65,24 @@ def test_bad_arguments_are_refused_before_sending(
     asyncio.run(the_async_twin())
     assert raw.execute_command("QLEN", "q") == 1
     assert raw.execute_command("QPEEK", "q", 2)[0][2] == b"waiting"
+
+
+def test_a_wait_longer_than_a_socket_can_wait_is_waiting_as_long_as_it_takes(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    # 10**13 ms is more than a socket timeout can hold; the node takes it.
+    years = 10**13
+    with Client([f"127.0.0.1:{node.port}"], socket_timeout=5) as client:
+        job_id = client.add_job("q", b"x", timeout_ms=years)
+        [job] = client.get_jobs("q", timeout_ms=years)
+    assert job.id == job_id
+
+    async def the_async_twin() -> str:
+        async with AsyncClient([f"127.0.0.1:{node.port}"], socket_timeout=5) as client:
+            added = await client.add_job("q", b"y", timeout_ms=years)
+            [job] = await client.get_jobs("q", timeout_ms=years)
+            assert job.id == added
+            return added
+
+    asyncio.run(the_async_twin())
+    assert raw.execute_command("QLEN", "q") == 0
