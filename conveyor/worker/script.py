@@ -84,6 +84,11 @@ def run_script(
         on_start(proc.pid)  # the pid is its process group's id too (a new session)
     try:
         problem, completion = _pump(proc, status_r, reply_w, time.monotonic() + timeout, hooks)
+    except BaseException:
+        # A hook failed (a full disk, a vanished directory): the message comes back after
+        # RETRY, and this run must not go on unwatched, nor stay a zombie once it ends.
+        _kill_group(proc)
+        raise
     finally:
         os.close(status_r)
         os.close(reply_w)

@@ -39,3 +39,23 @@ def test_a_timeout_kills_a_child_that_ignores_term(
     finally:
         if not _gone(child):
             os.kill(child, 9)
+
+
+def test_a_hook_that_fails_ends_the_run_it_watched(tmp_path: Path) -> None:
+    started: list[int] = []
+
+    def status_not_writable(text: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    hooks = ScriptHooks(status_not_writable, lambda text: "fail", lambda: None, 60.0)
+    text = 'echo "run working" >&$RQ_WRITE; sleep 60\n'
+    with pytest.raises(OSError, match="No space left"):
+        run_script(
+            ["bash", "-c", text], tmp_path, tmp_path / "stdio.log", dict(os.environ), 60.0,
+            hooks, started.append,
+        )  # fmt: skip
+    try:  # killed and reaped (this process is its parent): not running on, not a zombie
+        assert not Path(f"/proc/{started[0]}").exists()
+    finally:
+        if not _gone(started[0]):
+            os.killpg(started[0], 9)
