@@ -27,7 +27,8 @@ from conveyor.pressure.config import (
 from conveyor.pressure.errors import QueueClosed
 from conveyor.pressure.protocol import Batch, Eval, QueueStats, Step, UnlockResult
 from conveyor.pressure.queue import Data, QueueSettings, encode, translate
-from conveyor.pressure.steps import WAIT_CHUNK, give_back
+from conveyor.pressure.scripts import give_back
+from conveyor.pressure.steps import WAIT_CHUNK
 
 T = TypeVar("T")
 # How long a cancelled BRPOP's reply is still waited for: its own timeout (at most one

@@ -30,7 +30,6 @@ from conveyor.pressure.keys import QueueKeys
 from conveyor.pressure.steps import (
     WAIT,
     Batch,
-    Command,
     Deadline,
     Eval,
     Role,
@@ -39,7 +38,6 @@ from conveyor.pressure.steps import (
     missing,
     multi,
     one,
-    push_token,
     run_script,
     to_text,
     wait_pop,
@@ -116,7 +114,7 @@ def put(
 ) -> Step[None]:
     deadline = Deadline(timeout)
     role = Role()
-    on_release: list[Command] = []
+    on_release: list[scripts.GiveBack] = []
     try:
         # The rules check :closed before taking the role, the reference code after; the
         # script does both, so producers of a closed queue fail at once even while another
@@ -136,20 +134,20 @@ def put(
             if (yield from wait_pop((keys.not_full,), "token", deadline, keys.bound)) is None:
                 raise QueueFull(f"queue {keys.name!r} is full")
             # Until the script runs, a failure must give the room back.
-            on_release = list(push_token(keys.not_full))
+            on_release = [(keys.not_full, "token", 0)]
             reply = yield from run_script(
                 scripts.put_call(keys, scripts.ROOM, uid, data, block), role
             )
         scripts.check(keys, reply)
     finally:
         if role.held:
-            yield multi(*on_release, *push_token(keys.producer_free))
+            yield from scripts.release(*on_release, (keys.producer_free, "token", 0))
 
 
 def get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Step[bytes]:
     deadline = Deadline(timeout)
     role = Role()
-    on_release: list[Command] = []
+    on_release: list[scripts.GiveBack] = []
     try:
         # Popping first and then looking at :closed is the reference's "closed and LLEN == 0"
         # test in one step: with one consumer nobody else can pop in between.
@@ -171,7 +169,7 @@ def get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Ste
         if source == keys.closed.encode():
             # BRPOP consumed one of close's two markers; put it back so :closed keeps the
             # shape close gave it.
-            on_release = [("LPUSH", keys.closed, 0)]
+            on_release = [(keys.closed, "lpush", 0)]
             (still_there,) = yield one("EXISTS", keys.bound)
             raise closed_error(keys) if still_there else missing(keys)
         reply = yield from run_script(
@@ -181,7 +179,7 @@ def get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Ste
         return item
     finally:
         if role.held:
-            yield multi(*on_release, *push_token(keys.consumer_free))
+            yield from scripts.release(*on_release, (keys.consumer_free, "token", 0))
 
 
 def close(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Step[None]:
@@ -190,7 +188,7 @@ def close(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> S
         ("GET", keys.bound), ("EXISTS", keys.closed), ("RPOP", keys.producer_free)
     )
     held = token is not None
-    on_release: list[Command] = []
+    on_release: list[scripts.GiveBack] = []
     try:
         if bound is None:
             raise missing(keys)
@@ -208,10 +206,10 @@ def close(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> S
             raise missing(keys)
         if markers:
             raise QueueClosed(f"queue {keys.name!r} is already closed")
-        on_release = [("LPUSH", keys.closed, 0, 0)]
+        on_release = [(keys.closed, "lpush", 0), (keys.closed, "lpush", 0)]
     finally:
         if held:
-            yield multi(*on_release, *push_token(keys.producer_free))
+            yield from scripts.release(*on_release, (keys.producer_free, "token", 0))
 
 
 def delete(keys: QueueKeys, *, timeout: float | None) -> Step[None]:
@@ -221,8 +219,11 @@ def delete(keys: QueueKeys, *, timeout: float | None) -> Step[None]:
     (removed,) = yield one("DEL", keys.bound)
     if not removed:
         raise missing(keys)
-    # Wake a producer blocked on room and a consumer blocked on an empty queue.
-    yield multi(("LPUSH", keys.not_full, 0), ("LPUSH", keys.closed, 0, 0))
+    # Wake a producer blocked on room and a consumer blocked on an empty queue (in a script,
+    # which Redis still runs over maxmemory, when deleting is how memory gets freed).
+    yield from scripts.release(
+        (keys.not_full, "lpush", 0), (keys.closed, "lpush", 0), (keys.closed, "lpush", 0)
+    )
     for free_key, holder_key, role in (
         (keys.producer_free, keys.producer, "producer"),
         (keys.consumer_free, keys.consumer, "consumer"),
@@ -234,15 +235,18 @@ def delete(keys: QueueKeys, *, timeout: float | None) -> Step[None]:
                 f"held by {to_text(holder) or 'an unknown client'}; if that client is dead run "
                 "`unlock`, or `delete --force` to drop the remaining keys"
             )
-        yield multi(("DEL", holder_key), ("DEL", free_key))
-    yield multi(
-        ("DEL", keys.not_full),
-        ("DEL", keys.closed),
-        ("DEL", keys.produced_messages),
-        ("DEL", keys.produced_bytes),
-        ("DEL", keys.consumed_messages),
-        ("DEL", keys.consumed_bytes),
-        ("DEL", keys.queue),
+        # One DEL of several keys, not a MULTI of DELs: as atomic, and Redis over maxmemory
+        # refuses every MULTI, even one that only frees memory.
+        yield one("DEL", holder_key, free_key)
+    yield one(
+        "DEL",
+        keys.not_full,
+        keys.closed,
+        keys.produced_messages,
+        keys.produced_bytes,
+        keys.consumed_messages,
+        keys.consumed_bytes,
+        keys.queue,
     )
 
 

@@ -34,7 +34,17 @@ from redis.exceptions import ResponseError
 
 from conveyor.pressure.errors import PressureProtocolError, QueueEmpty, QueueFull
 from conveyor.pressure.keys import QueueKeys
-from conveyor.pressure.steps import WAIT, Eval, LuaScript, closed_error, missing
+from conveyor.pressure.steps import (
+    WAIT,
+    Arg,
+    Batch,
+    Eval,
+    LuaScript,
+    Step,
+    closed_error,
+    missing,
+    to_text,
+)
 
 # Stages (where in the old sequence the script starts) and the statuses it answers with.
 TAKE, HELD, ROOM, ITEM = "take", "held", "room", "item"
@@ -55,9 +65,18 @@ local function try(...)
   return reply
 end
 
+-- Over maxmemory Redis refuses a script's first write if it may grow memory (LPUSH), but
+-- lets a script that has written finish. Giving back what we took grows nothing, so it
+-- first writes nothing with PERSIST (no key of ours has a TTL): the push then goes through,
+-- where a refused one would strand the role or the room until `unlock`.
+local function writing(key)
+  redis.call('PERSIST', key)
+end
+
 -- The protocol's token push (steps.push_token): LPUSH key 0, LTRIM key 0 0. The LTRIM is
 -- left out when the LPUSH made a one-element list, where it would remove nothing.
 local function token(key)
+  writing(key)
   local size = try('LPUSH', key, 0)
   if size ~= 1 then
     try('LTRIM', key, 0, 0)
@@ -196,8 +215,29 @@ if failed and reply[1] ~= 'ERROR' then reply = {'ERROR', failed} end
 return reply
 """
 
+# KEYS: the lists to push to.  ARGV: for each key, how ("token", "lpush" or "rpush") and
+# the value (unused for a token).
+_RELEASE = """
+for i, key in ipairs(KEYS) do
+  local how, value = ARGV[2 * i - 1], ARGV[2 * i]
+  if how == 'token' then
+    token(key)
+  else
+    writing(key)
+    try(how == 'rpush' and 'RPUSH' or 'LPUSH', key, value)
+  end
+end
+if failed then return {'ERROR', failed} end
+return {'OK'}
+"""
+
 PUT = LuaScript("pressure-put", _PRELUDE + _PUT)
 GET = LuaScript("pressure-get", _PRELUDE + _GET)
+RELEASE = LuaScript("pressure-release", _PRELUDE + _RELEASE)
+
+# What a step gives back: (list, how, value), how being "token" (the token push; value
+# unused), "lpush" (a close marker) or "rpush" (an element, back at the end it left by).
+GiveBack = tuple[str | bytes, str, Arg]
 
 
 @lru_cache(maxsize=1024)
@@ -235,6 +275,33 @@ def put_call(keys: QueueKeys, stage: str, uid: str, data: bytes, block: bool) ->
 
 def get_call(keys: QueueKeys, stage: str, uid: str, block: bool, length: int = 0) -> Eval:
     return Eval(GET, _get_keys(keys), (stage, uid, 1 if block else 0, length))
+
+
+def release(*items: GiveBack) -> Step[None]:
+    """Push back what a step took, in one script: a MULTI of the same pushes would be refused
+    over maxmemory (OOM), stranding the role until `unlock`."""
+    if not items:
+        return
+    (reply,) = yield Eval(
+        RELEASE,
+        tuple(key for key, _, _ in items),
+        tuple(arg for _, how, value in items for arg in (how, value)),
+    )
+    if reply[0] == ERROR:
+        raise ResponseError(to_text(reply[1]))
+
+
+def give_back(batch: Batch, reply: Any) -> Eval | None:
+    """What undoes the pop of a BRPOP served after its caller was cancelled (the asyncio
+    driver waits for that reply rather than let it vanish with the connection); None
+    when there is nothing to undo. The step is then failed as if the BRPOP had taken
+    nothing: it owes back only what it held before."""
+    if batch.popped is None or reply is None:
+        return None
+    key, value = reply
+    # RPUSH: BRPOP takes from the right, so the element is the next one taken again.
+    how = "token" if batch.popped == "token" else "rpush"
+    return Eval(RELEASE, (key,), (how, value))
 
 
 def check(keys: QueueKeys, reply: list[Any]) -> None:

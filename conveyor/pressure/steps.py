@@ -30,7 +30,7 @@ MIN_WAIT = 0.01
 # A script's answer when it stopped holding the role for the client to wait (see `scripts`).
 WAIT = b"WAIT"
 # What a BRPOP takes: role or room tokens, or values (elements, close markers). Either way
-# it is given back if its caller is cancelled once Redis has served it (see `give_back`).
+# it is given back if its caller is cancelled once Redis has served it (see `scripts.give_back`).
 PopKind = Literal["token", "value"]
 
 
@@ -63,7 +63,7 @@ class Eval(NamedTuple):
     """
 
     script: LuaScript
-    keys: tuple[str, ...]
+    keys: tuple[str | bytes, ...]
     args: tuple[Arg, ...]
 
 
@@ -80,20 +80,6 @@ def multi(*commands: Command) -> Batch:
 
 def blocking_pop(lists: tuple[str, ...], wait: float, kind: PopKind) -> Batch:
     return Batch((("BRPOP", *lists, wait),), transaction=False, popped=kind)
-
-
-def give_back(batch: Batch, reply: Any) -> Batch | None:
-    """What undoes the pop of a BRPOP served after its caller was cancelled (the asyncio
-    driver waits for that reply rather than let it vanish with the connection); None
-    when there is nothing to undo. The step is then failed as if the BRPOP had taken
-    nothing: it owes back only what it held before."""
-    if batch.popped is None or reply is None:
-        return None
-    key, value = reply
-    if batch.popped == "token":
-        return multi(*push_token(key))
-    # RPUSH: BRPOP takes from the right, so the element is the next one taken again.
-    return multi(("RPUSH", key, value))
 
 
 class Deadline:
