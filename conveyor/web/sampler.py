@@ -49,19 +49,31 @@ class Sampler:
         self.interval_s = interval_s
         self._lock = threading.Lock()
         self._last: Snapshot | None = None
+        self._finished = 0.0  # time.monotonic() when the last snapshot was complete
+        self._generation = 0  # snapshots taken so far
         self.history: deque[tuple[float, float, float]] = deque(maxlen=HISTORY)
 
     def snapshot(self) -> Snapshot:
-        """The latest snapshot, taken now if the last one is older than the interval."""
+        """The latest snapshot, taken now if the last one is older than the interval.
+
+        A caller that waited while another took one gets that one: against a node that
+        hangs, a snapshot takes the client's timeouts (seconds), and every waiter taking
+        its own in turn would queue every page, stream and scrape behind N of them."""
+        generation = self._generation
         with self._lock:
             last = self._last
-            if last is not None and time.time() - last.taken < self.interval_s:
+            if last is not None and (
+                self._generation != generation
+                or time.monotonic() - self._finished < self.interval_s
+            ):
                 return last
             current = self._take()
             if last is not None:
                 _rates(last, current)
             self.history.append((current.taken, current.rate_in, current.rate_out))
             self._last = current
+            self._finished = time.monotonic()
+            self._generation += 1
             return current
 
     def _take(self) -> Snapshot:

@@ -209,3 +209,36 @@ def test_errors_across_queues_read_only_the_page(
         assert page(offset, limit) == (7, expected[offset : offset + limit])
     assert page(1, 2, search="d-b") == (4, [("b", "D-b2"), ("b", "D-b1")])
     assert api_errors.errors(console, "b", "", 1, 2)["items"][0]["id"] == "D-b2"
+
+
+def test_callers_waiting_on_a_hung_node_share_one_snapshot() -> None:
+    # A node that accepts connections and never answers (a listening socket nobody
+    # accepts on): each snapshot lasts the client's timeouts. Callers that queued behind
+    # one used to take one each in turn, so the Nth page waited N times as long.
+    import socket
+    import threading
+
+    from conveyor.web.gateway import Gateway
+    from conveyor.web.sampler import Sampler, Snapshot
+    from conveyor.web.workdirs import QueueDirs
+
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        gateway = Gateway([f"127.0.0.1:{hung.getsockname()[1]}"], None, timeout_s=0.3)
+        sampler = Sampler(gateway, QueueDirs([]), interval_s=0.1)
+        start = threading.Barrier(3)
+        taken: list[Snapshot] = []
+
+        def ask() -> None:
+            start.wait()
+            taken.append(sampler.snapshot())
+
+        threads = [threading.Thread(target=ask) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        gateway.close()
+    assert len(taken) == 3 and taken[0].error is not None
+    assert all(snap is taken[0] for snap in taken)
