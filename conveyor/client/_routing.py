@@ -16,6 +16,7 @@ No I/O: the twins ask these questions and do the connecting.
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from collections.abc import Iterable
 
@@ -119,26 +120,32 @@ class PeerHealth:
 
 
 class JobSources:
-    """Counts who made the jobs a consumer receives; says when to move."""
+    """Counts who made the jobs a consumer receives; says when to move.
+
+    Threads sharing a `Client` observe at once: the count, the decision and its reset
+    are one step under a lock, or one thread's reset between another's check and its
+    `most_common` ended that thread's GETJOB in IndexError, its jobs taken and lost."""
 
     def __init__(self) -> None:
         self.prefixes: Counter[str] = Counter()
         self.seen = 0
+        self._lock = threading.Lock()  # never held across an await: the twin shares it
 
-    def reset(self) -> None:
+    def _reset(self) -> None:
         self.prefixes.clear()
         self.seen = 0
 
     def observe(self, job_ids: Iterable[str], hello: Hello | None) -> Address | None:
         """Count these jobs; the address to move to once one other node made most."""
-        for job_id in job_ids:
-            self.prefixes[job_id[2:10]] += 1
-            self.seen += 1
-        if self.seen < MOVE_AFTER or hello is None:
-            return None
-        prefix, count = self.prefixes.most_common(1)[0]
-        seen = self.seen
-        self.reset()  # the next decision looks at the next jobs only
+        with self._lock:
+            for job_id in job_ids:
+                self.prefixes[job_id[2:10]] += 1
+                self.seen += 1
+            if self.seen < MOVE_AFTER or hello is None:
+                return None
+            prefix, count = self.prefixes.most_common(1)[0]
+            seen = self.seen
+            self._reset()  # the next decision looks at the next jobs only
         if count < MOVE_SHARE * seen or hello.node_id.startswith(prefix):
             return None
         owner = next((n for n in hello.nodes if n.id.startswith(prefix)), None)

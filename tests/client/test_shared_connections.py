@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from conveyor.client import AsyncClient, Client, ConveyorError, TimeoutError
+from conveyor.client import AsyncClient, Client, ConveyorError, Hello, NodeInfo, TimeoutError
+from conveyor.client._routing import MOVE_AFTER, JobSources
 from tests.client.test_discovery import FakeNode, wait_until
 from tests.servers import NodeProcess
 
@@ -126,3 +128,39 @@ async def test_a_closed_async_client_refuses_a_routed_ack(
     with pytest.raises(ConveyorError, match="closed"):
         await client.ack(job_id)
     assert raw.execute_command("QLEN", "q") == 1
+
+
+def test_threads_counting_their_jobs_at_once_do_not_break_each_others_getjob() -> None:
+    """Where a shared Client's threads count the makers of the jobs they got (to follow
+    them): a second thread's count and reset, coming between the first one's check and
+    its `most_common`, left the first an empty count (IndexError, its jobs lost)."""
+    node_id = "aaaaaaaa" + "0" * 32
+    hello = Hello(1, node_id, [NodeInfo(node_id, "127.0.0.1", 7711, 1)])
+    ids = [f"D-aaaaaaaa-{'x' * 24}-05a1"]
+    sources = JobSources()
+    failures: list[BaseException] = []
+    other_done = threading.Event()
+
+    def other_thread() -> None:
+        try:
+            sources.observe(ids, hello)
+        except BaseException as error:  # reported by the assertion below
+            failures.append(error)
+        other_done.set()
+
+    other = threading.Thread(target=other_thread)
+
+    class LetsTheOtherThreadIn(Counter[str]):
+        def most_common(self, n: int | None = None) -> list[tuple[str, int]]:
+            if not other.is_alive() and not other_done.is_set():
+                other.start()
+                # Unlocked, the other thread counts and resets meanwhile; locked, it waits
+                # for this one, and this wait ends first.
+                other_done.wait(0.5)
+            return super().most_common(n)
+
+    sources.prefixes = LetsTheOtherThreadIn()
+    for _ in range(MOVE_AFTER):
+        assert sources.observe(ids, hello) is None  # this node made them: no move
+    other.join(5)
+    assert failures == [] and other_done.is_set()
