@@ -168,6 +168,9 @@ local keep = false             -- answer WAIT: the client keeps the role and wai
 
 local function get()
   local bound, item, length
+  -- Written first, so that Redis over maxmemory runs the whole script (see `writing`): a get
+  -- only shrinks the queue, and refusing it after a BRPOP served it would lose the element.
+  writing(KEYS[2])
   if stage == 'take' then
     -- [GET :bound, RPOP :consumer_free]
     bound = redis.call('GET', KEYS[1])

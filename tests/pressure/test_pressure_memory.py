@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 import redis
-from pressure_helpers import QueueFactory
+from pressure_helpers import QueueFactory, background, wait_until
 
 from conveyor.pressure import PressureProtocolError, QueueEmpty, QueueFull
 
@@ -60,3 +60,27 @@ def test_delete_under_maxmemory_completes(make_queue: QueueFactory, raw: redis.R
     with out_of_memory(raw):
         q.delete(timeout=2)  # deleting is how memory gets freed
     assert raw.keys(f"{q.prefix}:*") == []
+
+
+def test_element_reaching_a_waiting_get_as_memory_runs_out_is_returned(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create()
+    got: list[bytes] = []
+    consumer, errors = background(lambda: got.append(q.get(timeout=10)))
+    wait_until(lambda: raw.llen(q.keys.consumer_free) == 0)  # holding the role, waiting
+    raw.config_set("maxmemory", raw.info("memory")["used_memory"] + (1 << 20))
+    try:
+        # Another client's write crosses maxmemory in the same step as the element arrives:
+        # the get's BRPOP is served, and its next script runs over the limit.
+        # (SETRANGE: a small command that makes a 4 MB string.)
+        raw.pipeline().setrange(f"{q.prefix}:ballast", 4 << 20, "x").lpush(
+            q.keys.queue, "a"
+        ).execute()
+        consumer.join(10)
+    finally:
+        raw.config_set("maxmemory", 0)
+    assert not consumer.is_alive()
+    assert errors == [] and got == [b"a"]
+    assert raw.llen(q.keys.consumer_free) == 1
