@@ -111,10 +111,16 @@ local function put()
     -- [GET :bound, EXISTS :closed, RPOP :producer_free]
     bound = redis.call('GET', KEYS[1])
     closed = redis.call('EXISTS', KEYS[2])
+    if not bound or closed == 1 then
+      held = redis.call('RPOP', KEYS[3]) ~= false  -- as the batch did; given back below
+      return {bound and 'CLOSED' or 'MISSING'}
+    end
+    if redis.call('LLEN', KEYS[3]) == 0 then return {'BUSY'} end
+    -- The next batch's SET goes before the RPOP: Redis over maxmemory refuses a script
+    -- whose first write may grow memory, so the put is refused before it changed
+    -- anything, instead of taking the role and pushing its element past the limit.
+    redis.call('SET', KEYS[4], uid)
     held = redis.call('RPOP', KEYS[3]) ~= false
-    if not bound then return {'MISSING'} end
-    if closed == 1 then return {'CLOSED'} end
-    if not held then return {'BUSY'} end
   end
   if stage == 'room' then
     -- [GET :bound, LLEN list], after BRPOP :not_full (the LPUSH below answers the length)
@@ -122,8 +128,8 @@ local function put()
     if not bound then return {'MISSING'} end
   else
     -- [SET :producer uid, GET :bound, EXISTS :closed, RPOP :not_full, LLEN list]
-    redis.call('SET', KEYS[4], uid)
     if stage == 'held' then
+      redis.call('SET', KEYS[4], uid)
       bound = redis.call('GET', KEYS[1])
       closed = redis.call('EXISTS', KEYS[2])
     end

@@ -40,9 +40,12 @@ def test_failures_under_maxmemory_give_the_roles_back(
             q.close()
         assert raw.llen(q.keys.producer_free) == 1
     q.put("a")
+    # Waiting for room, holding the role, when memory runs out: its timeout gives it back.
+    producer, errors = background(lambda: q.put("b", timeout=0.5))
+    wait_until(lambda: raw.llen(q.keys.producer_free) == 0)
     with out_of_memory(raw):
-        with pytest.raises(QueueFull):
-            q.put("b", timeout=0.05)
+        producer.join(5)
+        assert len(errors) == 1 and isinstance(errors[0], QueueFull)
         assert raw.llen(q.keys.producer_free) == 1
         assert not raw.exists(q.keys.not_full), "still full: no room was invented"
     # Memory is back: the roles are free for anyone, and nothing was lost.
@@ -84,3 +87,20 @@ def test_element_reaching_a_waiting_get_as_memory_runs_out_is_returned(
     assert not consumer.is_alive()
     assert errors == [] and got == [b"a"]
     assert raw.llen(q.keys.consumer_free) == 1
+
+
+def test_put_over_maxmemory_is_refused_and_changes_nothing(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create(bound=2)
+    q.put("a")
+    with out_of_memory(raw):
+        for put in (lambda: q.put("b"), lambda: q.put_nowait("b")):
+            with pytest.raises(PressureProtocolError, match="maxmemory"):
+                put()
+        assert raw.lrange(q.keys.queue, 0, -1) == [b"a"]
+        assert raw.llen(q.keys.producer_free) == 1 and raw.llen(q.keys.not_full) == 1
+        assert q.get_nowait() == b"a"  # consumers still drain
+    q.put("c")
+    assert q.stats().produced_messages == 2
