@@ -34,6 +34,7 @@ from conveyor.client.errors import (
     ReplyError,
     TimeoutError,
     TooLateError,
+    TooManyConnectionsError,
 )
 from conveyor.client.job import Hello, Job, NodeInfo
 from conveyor.client.sync import Client
@@ -61,4 +62,5 @@ __all__ = [
     "ReplyError",
     "TimeoutError",
     "TooLateError",
+    "TooManyConnectionsError",
 ]

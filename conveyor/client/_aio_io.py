@@ -29,6 +29,7 @@ from conveyor.client.errors import (
     ConveyorError,
     ReplyError,
     TimeoutError,
+    TooManyConnectionsError,
     error_from_redis,
     reply_error_from_redis,
 )
@@ -133,6 +134,8 @@ class AsyncTransport(BaseClient):
             peer = self._peers[target] = self._new_redis(target)
         try:
             reply = await self._exchange(peer, call, target)
+        except TooManyConnectionsError:
+            raise  # the peer did not fail: its pool is full
         except ConnectionError:
             if self._peers.get(target) is peer:
                 del self._peers[target]
@@ -151,6 +154,8 @@ class AsyncTransport(BaseClient):
         address = self._address or self._configured[0]
         try:
             hello = await self._exchange(client, cmd.hello(address[0]), address)
+        except TooManyConnectionsError:
+            raise
         except ConnectionError:
             await self._drop(client)
             raise
@@ -174,6 +179,8 @@ class AsyncTransport(BaseClient):
     async def _run_write(self, call: Call[T]) -> T:
         try:
             return await self._run(call)
+        except TooManyConnectionsError:
+            raise  # nothing was sent
         except ConnectionError as exc:
             raise _routing.maybe_added(exc) from exc
 
@@ -256,6 +263,8 @@ class AsyncTransport(BaseClient):
         address = self._address or self._configured[0]
         try:
             return await exchange(client, what, address)
+        except TooManyConnectionsError:
+            raise  # the node did not fail (see `SyncTransport._on_current`)
         except ConnectionError:
             await self._drop(client)
             raise

@@ -24,6 +24,7 @@ from conveyor.client.errors import (
     ConnectionError,
     ConveyorError,
     ReplyError,
+    TooManyConnectionsError,
     error_from_redis,
     reply_error_from_redis,
 )
@@ -124,6 +125,8 @@ class SyncTransport(BaseClient):
                 peer = self._peers[target] = self._new_redis(target)
         try:
             reply = self._exchange(peer, call, target)
+        except TooManyConnectionsError:
+            raise  # the peer did not fail: its pool is full
         except ConnectionError:
             with self._lock:
                 if self._peers.get(target) is peer:
@@ -143,6 +146,8 @@ class SyncTransport(BaseClient):
         address = self._address or self._configured[0]
         try:
             hello = self._exchange(client, cmd.hello(address[0]), address)
+        except TooManyConnectionsError:
+            raise
         except ConnectionError:
             self._drop(client)
             raise
@@ -236,6 +241,8 @@ class SyncTransport(BaseClient):
         address = self._address or self._configured[0]
         try:
             return exchange(client, what, address)
+        except TooManyConnectionsError:
+            raise  # the node did not fail: dropped, its busy pool would be replaced, uncapped
         except ConnectionError:
             self._drop(client)
             raise
@@ -243,6 +250,8 @@ class SyncTransport(BaseClient):
     def _run_write(self, call: Call[T]) -> T:
         try:
             return self._run(call)
+        except TooManyConnectionsError:
+            raise  # nothing was sent
         except ConnectionError as exc:
             raise _routing.maybe_added(exc) from exc
 

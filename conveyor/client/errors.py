@@ -30,6 +30,7 @@ __all__ = [
     "ReplyError",
     "TimeoutError",
     "TooLateError",
+    "TooManyConnectionsError",
     "error_from_redis",
     "error_from_reply",
     "reply_error_from_redis",
@@ -144,6 +145,11 @@ class TimeoutError(ConnectionError):
     """The node did not answer within the socket timeout."""
 
 
+class TooManyConnectionsError(ConnectionError):
+    """Every connection `max_connections` allows is busy: nothing was sent, and the
+    node is kept (it did not fail)."""
+
+
 class BatchError(ConveyorError):
     """Some commands of a batch (`add_jobs`) got an error reply.
 
@@ -237,6 +243,8 @@ def error_from_redis(exc: redis.exceptions.RedisError, address: str | None) -> C
         return AuthError(_full_text(exc))
     if isinstance(exc, redis.exceptions.BusyLoadingError):
         return LoadingError(_full_text(exc))
+    if isinstance(exc, redis.exceptions.MaxConnectionsError):
+        return TooManyConnectionsError(str(exc) or "too many connections", address)
     if isinstance(exc, redis.exceptions.TimeoutError):
         return TimeoutError(str(exc) or "timed out", address)
     if isinstance(exc, redis.exceptions.ConnectionError):

@@ -11,7 +11,15 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from conveyor.client import AsyncClient, Client, ConveyorError, Hello, NodeInfo, TimeoutError
+from conveyor.client import (
+    AsyncClient,
+    Client,
+    ConveyorError,
+    Hello,
+    NodeInfo,
+    TimeoutError,
+    TooManyConnectionsError,
+)
 from conveyor.client._routing import MOVE_AFTER, JobSources
 from tests.client.test_discovery import FakeNode, wait_until
 from tests.servers import NodeProcess
@@ -164,3 +172,47 @@ def test_threads_counting_their_jobs_at_once_do_not_break_each_others_getjob() -
         assert sources.observe(ids, hello) is None  # this node made them: no move
     other.join(5)
     assert failures == [] and other_done.is_set()
+
+
+def test_a_full_pool_refuses_a_command_and_keeps_the_node_and_the_cap(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    """max_connections reached is no failed node: the node was dropped, and the next
+    command opened a new pool beside the busy one, so the cap capped nothing."""
+    with Client([f"127.0.0.1:{node.port}"], max_connections=1) as client:
+        address = client.connect()
+        got: list[object] = []
+        consumer = threading.Thread(target=lambda: got.append(client.get_job("q")))
+        consumer.start()
+        wait_until(lambda: clients_info(raw)["blocked_clients"] == 1, "the GETJOB blocked")
+        for _ in range(2):
+            with pytest.raises(TooManyConnectionsError, match="Too many connections"):
+                client.qlen("q")
+            with pytest.raises(TooManyConnectionsError):
+                client.add_job("q", b"never sent")
+        assert client.address == address
+        job_id = raw.execute_command("ADDJOB", "q", "for the consumer", 0).decode()
+        consumer.join(10)
+        assert [job.id for job in got] == [job_id]  # type: ignore[attr-defined]
+        assert client.qlen("q") == 0
+
+
+async def test_a_full_async_pool_refuses_a_command_and_keeps_the_node_and_the_cap(
+    node: NodeProcess, raw: redis.Redis
+) -> None:
+    async with AsyncClient([f"127.0.0.1:{node.port}"], max_connections=1) as client:
+        address = await client.connect()
+        consumer = asyncio.create_task(client.get_job("q"))
+        while clients_info(raw)["blocked_clients"] != 1:
+            assert not consumer.done(), consumer
+            await asyncio.sleep(0.02)
+        for _ in range(2):
+            with pytest.raises(TooManyConnectionsError, match="Too many connections"):
+                await client.qlen("q")
+            with pytest.raises(TooManyConnectionsError):
+                await client.add_job("q", b"never sent")
+        assert client.address == address
+        job_id = raw.execute_command("ADDJOB", "q", "for the consumer", 0).decode()
+        job = await consumer
+        assert job is not None and job.id == job_id
+        assert await client.qlen("q") == 0
