@@ -86,8 +86,12 @@ class Deadline:
     """When a blocking operation gives up; `timeout=None` never does."""
 
     def __init__(self, timeout: float | None) -> None:
-        if timeout is not None and timeout < 0:
-            raise ValueError("timeout must be a non-negative number of seconds")
+        try:
+            valid = timeout is None or timeout >= 0  # false for NaN, which would never expire
+        except TypeError:
+            valid = False
+        if not valid:
+            raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
         self._at = None if timeout is None else time.monotonic() + timeout
 
     def next_wait(self) -> float | None:

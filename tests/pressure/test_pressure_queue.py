@@ -322,6 +322,27 @@ def test_invalid_arguments(make_queue: QueueFactory) -> None:
         q.get(timeout=-1)
 
 
+def test_timeout_that_is_no_number_of_seconds_is_refused(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create()
+    q.put("a")
+    # NaN compares false with everything: it used to pass as "not negative" and then wait
+    # forever once the call had to wait at all.
+    for timeout in (float("nan"), "1"):
+        with pytest.raises(ValueError, match="timeout must be"):
+            q.get(timeout=timeout)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="timeout must be"):
+            q.put("b", timeout=timeout)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="timeout must be"):
+            q.close(timeout=timeout)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="timeout must be"):
+            q.delete(timeout=timeout)  # type: ignore[arg-type]
+    assert raw.lrange(q.keys.queue, 0, -1) == [b"a"]
+    assert q.get(timeout=float("inf")) == b"a"
+
+
 def test_many_items_through_two_threads(make_queue: QueueFactory) -> None:
     q = make_queue()
     q.create(bound=5)
