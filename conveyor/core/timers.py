@@ -2,8 +2,12 @@
 
 Jobs are filed in buckets of `resolution_ms` (a list entry of 8 bytes a job, and the
 bucket's key is the one int object every job in it shares), because at a million jobs a
-heap tuple per job would cost more than the job. Other deadlines (blocked clients,
-queue GC) are few and go on a plain heap. Nothing here runs by itself: the driver asks
+heap tuple per job would cost more than the job. A job refiled elsewhere (delivered:
+its requeue time replaces its expiry) or let go (`unfile`, when it is acked) leaves a
+stale entry behind; a bucket is compacted once its stale entries outnumber its live
+ones, so an acked job's body is not kept until its TTL (a day by default) in a bucket
+nobody will look at before then. Other deadlines (blocked clients, queue GC) are few
+and go on a plain heap. Nothing here runs by itself: the driver asks
 `next_deadline()` and calls back when it is due, so an idle node sleeps.
 
 A call can be cancelled (a blocked GETJOB answered long before its TIMEOUT): the entry
@@ -38,6 +42,7 @@ class Timers:
         "_last_when",
         "_misc",
         "_seq",
+        "_stale",
         "resolution_ms",
     )
 
@@ -46,6 +51,7 @@ class Timers:
         # key -> (the canonical key object, the jobs filed there)
         self._buckets: dict[int, tuple[int, list[Job]]] = {}
         self._bucket_heap: list[int] = []
+        self._stale: dict[int, int] = {}  # key -> entries there whose job moved or left
         self._misc: list[TimerEntry] = []
         self._cancelled = 0  # cancelled entries still in _misc
         self._seq = itertools.count()
@@ -74,11 +80,42 @@ class Timers:
                 self._last = entry = found
             self._last_when = when_ms
         key = entry[0]
-        if job.awake == key:
+        filed = job.awake
+        if filed == key:
             return
         # Share one key object per bucket, so a million jobs do not hold a million ints.
         job.awake = key
         entry[1].append(job)
+        if filed:
+            self._went_stale(filed)
+
+    def unfile(self, job: Job) -> None:
+        """The job is let go: its entry must not keep it (and its body) until it is due."""
+        filed = job.awake
+        if filed:
+            job.awake = 0
+            self._went_stale(filed)
+
+    def _went_stale(self, key: int) -> None:
+        """One more entry of bucket `key` no longer files its job: compact the bucket
+        once such entries outnumber the live ones: a compaction costs at most twice the
+        entries that went stale since the last, and a bucket of a job a second (a quiet
+        queue) keeps none of them until it is due."""
+        stale = self._stale.get(key, 0) + 1
+        found = self._buckets.get(key)
+        if found is None:
+            return
+        jobs = found[1]
+        if stale * 2 > len(jobs):
+            # In place: _last and callers holding the list keep filing into it.
+            jobs[:] = [job for job in jobs if job.awake == key]
+            self._stale.pop(key, None)
+        else:
+            self._stale[key] = stale
+
+    def job_entries(self) -> int:
+        """Entries held for jobs, stale ones included: what the buckets cost."""
+        return sum(len(found[1]) for found in self._buckets.values())
 
     def file_new_jobs(self, jobs: list[Job], when_ms: int, now_ms: int) -> None:
         """file_job for jobs never filed yet, all due at `when_ms` (a run of ADDJOBs)."""
@@ -118,9 +155,12 @@ class Timers:
                 self.file_job(job, job.etime, now_ms)
                 continue
             key, bucket = self._last  # file_job's first case, without its call
-            if job.awake != key:
+            filed = job.awake
+            if filed != key:
                 job.awake = key
                 bucket.append(job)
+                if filed:
+                    self._went_stale(filed)
 
     def due_jobs(self, now_ms: int) -> list[Job]:
         """Pop every job filed in a bucket that is due; stale entries are filtered."""
@@ -131,6 +171,7 @@ class Timers:
             if self._last[0] == key:
                 self._last = (-1, [])
                 self._last_when = -1
+            self._stale.pop(key, None)
             for job in self._buckets.pop(key)[1]:
                 if job.awake == key:
                     job.awake = 0
@@ -187,6 +228,7 @@ class Timers:
     def clear(self) -> None:
         self._buckets.clear()
         self._bucket_heap.clear()
+        self._stale.clear()
         self._misc.clear()
         self._cancelled = 0
         self._last = (-1, [])
