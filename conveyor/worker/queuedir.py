@@ -18,6 +18,7 @@ host that ran (or is running) a message.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -33,6 +34,8 @@ STATES = ("que", "run", "done", "err", "relayed")
 _LOOKUPS = 5
 T = TypeVar("T")
 _DEFAULT_EXEC_PREFIX = "bash -lc"
+# A blocking-params lock is leased for the timeout: the lease must stay a TTL a node takes.
+_MAX_TIMEOUT_S = 10 * 365 * 86400
 
 
 class QueueConfigError(ValueError):
@@ -100,9 +103,9 @@ class QueueConfig:
             coalesce_params=_param_numbers(doc, "coalesce_params"),
             blocking_params=_param_numbers(doc, "blocking_params"),
             schedule=_schedule(doc.get("schedule") or []),
-            timeout=float(doc.get("timeout", 3600)),
+            timeout=_seconds(doc.get("timeout", 3600), "timeout", _MAX_TIMEOUT_S),
             retry=int(doc.get("retry", 30)),
-            keep_done=float(doc.get("keep_done", 7 * 86400)),
+            keep_done=_seconds(doc.get("keep_done", 7 * 86400), "keep_done"),
             env=_no_nul(
                 str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))), "'env'"
             ),
@@ -111,6 +114,17 @@ class QueueConfig:
         if config.timeout <= 0 or config.retry < 1:
             raise ValueError("'timeout' must be > 0 and 'retry' >= 1")
         return config
+
+
+def _seconds(value: Any, key: str, most: int | None = None) -> float:
+    """A duration of config.json. NaN (JSON's NaN, `--timeout nan`) passed every bound
+    check and failed each run (no poll wait can be made of it), an infinite timeout each
+    blocking-params lock (its lease is int(timeout)); a NaN keep_done never cleaned."""
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0 or (most is not None and seconds > most):
+        bound = "" if most is None else f" up to {most}"
+        raise ValueError(f"'{key}' must be a finite number of seconds{bound}, got {value!r}")
+    return seconds
 
 
 def _no_nul(text: str, where: str) -> str:

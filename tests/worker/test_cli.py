@@ -92,6 +92,27 @@ def test_config_validation_and_cleaner(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("field", "value"),
+    [("timeout", "NaN"), ("timeout", "Infinity"), ("timeout", "1e300"), ("keep_done", "NaN")],
+)
+def test_a_duration_no_run_could_use_is_refused(tmp_path: Path, field: str, value: str) -> None:
+    # Accepted, a NaN timeout failed every run (and the message came back after RETRY,
+    # for ever), a huge one every blocking-params lock; a NaN keep_done never cleaned.
+    doc = f'{{"name": "q", "script": "/bin/true", "{field}": {value}}}'
+    (tmp_path / "config.json").write_text(doc)
+    with pytest.raises(QueueConfigError, match=f"'{field}' must be a finite number of seconds"):
+        QueueConfig.load(tmp_path)
+
+
+def test_create_refuses_a_timeout_of_nan(tmp_path: Path) -> None:
+    result = conveyor("queue", "create", "q", "--script", "/bin/true", "--timeout", "nan",
+                      "--dir", str(tmp_path))  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "'timeout' must be a finite number of seconds up to 315360000" in result.stderr
+    assert not (tmp_path / "q" / "config.json").exists()
+
+
+@pytest.mark.parametrize(
     ("fields", "message"),
     [
         ({"name": "q\0"}, "'name' must not contain a NUL character"),
