@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -120,7 +121,9 @@ def create(name: str, bound: int) -> None:
 @_reported
 def put(name: str, data: str, nowait: bool, timeout: float | None) -> None:
     """Append DATA to queue NAME ("-" reads the element from stdin)."""
-    payload: bytes | str = sys.stdin.buffer.read() if data == "-" else data
+    # os.fsencode gives back the argv bytes Python decoded (surrogateescape), so DATA that
+    # is not UTF-8 is stored as given rather than refused.
+    payload = sys.stdin.buffer.read() if data == "-" else os.fsencode(data)
     _settings().queue(name).put(payload, block=not nowait, timeout=timeout)
 
 

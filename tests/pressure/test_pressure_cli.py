@@ -90,6 +90,16 @@ def test_bad_input(cli: Invoke) -> None:
     assert blank.exit_code == 1 and "non-empty" in blank.stderr
 
 
+def test_data_that_is_not_utf8_is_put_as_its_bytes(
+    cli: Invoke, raw: redis.Redis, prefix: str
+) -> None:
+    assert cli("create", "q").exit_code == 0
+    # What Python makes of the argv bytes b"caf\xe9" (Latin-1) on a UTF-8 system.
+    put = cli("put", "q", "caf\udce9")
+    assert put.exit_code == 0, put.stderr
+    assert raw.lrange(f"{prefix}:q", 0, -1) == [b"caf\xe9"]
+
+
 def test_unlock(cli: Invoke, raw: redis.Redis, prefix: str) -> None:
     assert cli("create", "q").exit_code == 0
     free = cli("unlock", "q")
