@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +37,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_FORM_BYTES = 64 * 1024 * 1024  # a browser form with attachments, read to find its token
+# Any other request body is read whole into memory (JSON, forms) before a route checks it:
+# without a cap, one POST of some GB would take the console's memory. The JSON API's largest
+# field is 12 MB (schemas.MAX_BODY_CHARS); files of any size go to the two routes below,
+# which stream them to disk.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_STREAMED_BODY = re.compile(r"/api/v1/attachments|/q/[^/]+/new_message")
 _MAX_BODY_MESSAGES = 1_000_000
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 # CSS and JS hold no data: the login prompt page needs them. An attachment's URL holds 192
@@ -148,6 +155,13 @@ class SecurityMiddleware:
             if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), expected):
                 await self._refuse(send, 403, "csrf", "missing or wrong CSRF token")
                 return
+        if not _STREAMED_BODY.fullmatch(local_path):
+            bounded = await _bounded_body(receive, headers)
+            if bounded is None:
+                message = f"a request body is at most {MAX_BODY_BYTES} bytes"
+                await self._refuse(send, 413, "too_large", message)
+                return
+            receive = bounded
         await self.app(scope, receive, send)
 
     async def _find_token(
@@ -166,13 +180,13 @@ class SecurityMiddleware:
         try:
             form = await Request(scope, _replay(chunks)).form()
         except Exception:  # a malformed form has no token: refused below as CSRF
-            return _replay(chunks), ""
+            return _replay(chunks, receive), ""
         try:
             value = form.get("csrf_token")
             token = value if isinstance(value, str) else ""
         finally:
             await form.close()
-        return _replay(chunks), token
+        return _replay(chunks, receive), token
 
     async def _refuse(self, send: Send, status: int, code: str, message: str) -> None:
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
@@ -201,13 +215,26 @@ async def _read_body(receive: Receive, limit: int) -> list[bytes] | None:
     return None
 
 
-def _replay(chunks: list[bytes]) -> Receive:
+async def _bounded_body(receive: Receive, headers: Headers) -> Receive | None:
+    """The body read whole and replayed, or None when it is over MAX_BODY_BYTES (then
+    refused before reading it, if its Content-Length says so)."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    chunks = await _read_body(receive, MAX_BODY_BYTES)
+    return None if chunks is None else _replay(chunks, receive)
+
+
+def _replay(chunks: list[bytes], then: Receive | None = None) -> Receive:
+    """The chunks read, then what the connection says next (its disconnect)."""
     pending = list(chunks) or [b""]
 
     async def receive() -> Message:
         if pending:
             body = pending.pop(0)
             return {"type": "http.request", "body": body, "more_body": bool(pending)}
+        if then is not None:
+            return await then()
         return {"type": "http.disconnect"}
 
     return receive
