@@ -25,6 +25,19 @@ from conveyor.client.errors import ConnectionError, ReplyError
 from conveyor.client.job import Hello, Job, NodeInfo
 
 
+def _timeout(name: str, value: object) -> float | None:
+    """A socket timeout in seconds, checked here: redis-py takes anything and fails on
+    the first command, differently in each twin (0 times out every connect, -1 is a
+    ValueError in Client and a connect timeout in AsyncClient, inf an OverflowError)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
+    if not 0 < value < threading.TIMEOUT_MAX:  # NaN fails both comparisons
+        raise ValueError(f"{name} must be a number of seconds > 0 (None: no timeout), not {value}")
+    return float(value)
+
+
 class BaseClient:
     """Connection settings and the nodes learnt from HELLO. No I/O here."""
 
@@ -50,9 +63,11 @@ class BaseClient:
         self._peer_health = _routing.PeerHealth()  # job makers that failed: skipped a while
         self._hello_due = 0.0  # when HELLO may be asked again after a peer failed
         self._password = password
-        self._socket_timeout = socket_timeout
+        self._socket_timeout = _timeout("socket_timeout", socket_timeout)
         self._socket_connect_timeout = (
-            socket_timeout if socket_connect_timeout is None else socket_connect_timeout
+            self._socket_timeout
+            if socket_connect_timeout is None
+            else _timeout("socket_connect_timeout", socket_connect_timeout)
         )
         self._max_connections = max_connections
         self._redis_options = redis_options

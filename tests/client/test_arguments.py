@@ -86,3 +86,24 @@ def test_a_wait_longer_than_a_socket_can_wait_is_waiting_as_long_as_it_takes(
 
     asyncio.run(the_async_twin())
     assert raw.execute_command("QLEN", "q") == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"socket_timeout": 0}, ValueError, "socket_timeout must be a number of seconds > 0"),
+        ({"socket_timeout": -1}, ValueError, "not -1"),
+        ({"socket_timeout": float("nan")}, ValueError, "not nan"),
+        ({"socket_timeout": float("inf")}, ValueError, "None: no timeout"),
+        ({"socket_timeout": "5"}, TypeError, "not str"),
+        ({"socket_connect_timeout": -0.5}, ValueError, "socket_connect_timeout"),
+    ],
+    ids=["zero", "negative", "nan", "inf", "str", "negative connect"],
+)
+def test_bad_socket_timeouts_are_refused_by_the_constructor(
+    node: NodeProcess, options: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    # Each used to fail on the first command, a different error in each twin.
+    for cls in (Client, AsyncClient):
+        with pytest.raises(error, match=words):
+            cls([f"127.0.0.1:{node.port}"], **options)
