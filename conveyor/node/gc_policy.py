@@ -8,16 +8,36 @@ collection the survivors are therefore frozen (moved out of the collector's view
 later collections only walk what is new. The server breaks its own cycles
 (connection <-> transport, client <-> waiter) explicitly so nothing it makes relies on
 the collector.
+
+What others make does rely on it: an asyncio transport holds a bound method of its
+own, a cycle, so every client connected across a full collection left its closed
+transport (with its socket object and extra-info dict) frozen for good when it went.
+So, once every THAW_EVERY_S, a full collection first thaws what was frozen: cyclic
+garbage among frozen objects lasts that long at most, for one full walk that often.
 """
 
 from __future__ import annotations
 
 import gc
+import time
 from typing import Any
+
+# How often frozen objects are looked at again (seconds, on the monotonic clock).
+THAW_EVERY_S = 600.0
+_last_thaw_s = time.monotonic()
 
 
 def _freeze_after_full_collection(phase: str, info: dict[str, Any]) -> None:
-    if phase == "stop" and info.get("generation") == 2:
+    global _last_thaw_s
+    if info.get("generation") != 2:
+        return
+    if phase == "start":
+        now_s = time.monotonic()
+        if now_s - _last_thaw_s >= THAW_EVERY_S:
+            _last_thaw_s = now_s
+            # Back in the oldest generation before this collection walks it.
+            gc.unfreeze()
+    elif phase == "stop":
         gc.freeze()
 
 
