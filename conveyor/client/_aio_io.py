@@ -110,6 +110,9 @@ class AsyncTransport(BaseClient):
             moved, moved_reply = await self._hello_on(better)
         except (ConnectionError, ReplyError):
             return client, reply, address  # the one that answered will do
+        except BaseException:  # interrupted, cancelled: nobody will close it otherwise
+            await client.aclose()
+            raise
         await client.aclose()  # nobody else has it yet
         return moved, moved_reply, better
 

@@ -98,6 +98,9 @@ class SyncTransport(BaseClient):
             moved, moved_reply = self._hello_on(better)
         except (ConnectionError, ReplyError):
             return client, reply, address  # the one that answered will do
+        except BaseException:  # interrupted, cancelled: nobody will close it otherwise
+            client.close()
+            raise
         client.close()  # nobody else has it yet
         return moved, moved_reply, better
 

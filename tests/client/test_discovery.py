@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import socket
 import threading
 import time
@@ -16,6 +18,7 @@ from conveyor.client import AsyncClient, Client, ConnectionError, NodeInfo, Repl
 from conveyor.client._address import parse_address, parse_nodes, parse_url
 from conveyor.protocol.requests import RequestParser
 from conveyor.protocol.resp import encode
+from tests.client.test_peer_routing import hung_node
 from tests.conftest import free_port
 from tests.servers import NodeProcess, running_node
 
@@ -276,4 +279,32 @@ async def test_async_move_to_a_better_node_closes_the_first_connection(
             assert await client.connect() == f"127.0.0.1:{node.port}"
             wait_until(lambda: fake.open_connections() == 0, "the first connection closed")
     finally:
+        fake.stop()
+
+
+async def test_a_connect_cancelled_on_its_way_to_a_better_node_closes_the_first_connection() -> (
+    None
+):
+    """The node answering HELLO ranks another better; the client asks that one, which
+    hangs, and the connect is cancelled: the first connection was left open (found by the
+    garbage collector at best, kept off here so its closing is the client's doing)."""
+    better_port = free_port()
+    fake = FakeNode([[b"b" * 40, b"127.0.0.1", str(better_port).encode(), b"1"]])
+    fake.hello_nodes.insert(0, [fake.node_id, b"", str(fake.port).encode(), b"5"])
+    gc.disable()
+    try:
+        with hung_node(better_port) as accepted:
+            client = AsyncClient([f"127.0.0.1:{fake.port}"], socket_timeout=5)
+            connecting = asyncio.create_task(client.connect())
+            while not accepted:  # the better node's HELLO is being waited for
+                assert not connecting.done(), connecting
+                await asyncio.sleep(0.02)
+            assert fake.open_connections() == 1
+            connecting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await connecting
+            wait_until(lambda: fake.open_connections() == 0, "the first connection closed", 2)
+            await client.close()
+    finally:
+        gc.enable()
         fake.stop()
