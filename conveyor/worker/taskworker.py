@@ -41,6 +41,10 @@ _ABANDON_AFTER_S = 2.0  # after its timeout, how long a pool thread gets to take
 # A run given up on (TaskWorker.abandoned): the watchdog settles it; it is forgotten once
 # it is settled and its thread is back, so the table holds only threads still stuck.
 _SETTLING, _SETTLED, _BACK_WHILE_SETTLING = 0, 1, 2
+# What a task may raise, as its failure. sys.exit() in a task (SystemExit) ended the worker
+# process in its main thread and skipped retries and backoff in a pool thread; signals
+# never raise KeyboardInterrupt here (the worker handles INT), so a task raised that too.
+_TASK_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
 
 
 class TaskTimeout(Exception):
@@ -181,7 +185,7 @@ class TaskWorker:
         in_main = threading.current_thread() is threading.main_thread()
         try:
             self._call(task, call, in_main, (time.monotonic() + task.options.timeout, job, task))
-        except Exception as exc:  # a task's failure is data, not a worker crash
+        except _TASK_FAILURES as exc:  # a task's failure is data, not a worker crash
             if not self._given_up(job):
                 self._failed(job, task, exc)
             return
@@ -244,7 +248,7 @@ class TaskWorker:
             try:
                 coroutine = task.fn(*call.get("args", ()), **call.get("kwargs", {}))
                 await asyncio.wait_for(coroutine, task.options.timeout)
-            except Exception as exc:
+            except _TASK_FAILURES as exc:
                 if isinstance(exc, asyncio.TimeoutError):
                     exc = TaskTimeout(f"timed out after {task.options.timeout:g}s")
                 self._failed(job, task, exc)

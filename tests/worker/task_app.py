@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 
 from conveyor.worker import App
@@ -52,3 +53,9 @@ def slow(tag: str, seconds: float) -> None:
 async def async_record(value: int) -> None:
     await asyncio.sleep(0.01)
     report("async_record", value)
+
+
+@app.task(queue="t", retries=1, backoff=1, jitter=False)
+def exits(tag: str) -> None:
+    report("exits", tag)
+    sys.exit(3)

@@ -75,6 +75,18 @@ def test_retries_back_off_then_dead_letter(
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])
+def test_a_task_calling_sys_exit_is_a_failure_not_the_workers_end(
+    client: Client, start_worker: Callable[..., WorkerProcess], threads: str
+) -> None:
+    task_app.exits.delay("x")
+    worker = start_worker("--app", APP, "--threads", threads)
+    dead = wait_for(lambda: dead_letters(client), timeout=30, what="a dead letter")
+    assert dead[0]["error"] == "SystemExit: 3"
+    assert len(results(client, "exits")) == 2  # the first run and retries=1
+    assert worker.process.poll() is None  # still serving
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
 def test_timeout_stops_the_task_and_retries_it(
     client: Client, start_worker: Callable[..., WorkerProcess], threads: str
 ) -> None:
