@@ -17,6 +17,7 @@ from fastapi import Request
 from conveyor.web.attachments import AttachmentStore
 from conveyor.web.config import Principal, WebConfig
 from conveyor.web.gateway import ApiError, Gateway
+from conveyor.web.ids import printable
 from conveyor.web.sampler import Sampler
 from conveyor.web.workdirs import QueueDirs
 
@@ -141,5 +142,7 @@ def message_url(request: Request, config: WebConfig, queue: str, msg_id: str) ->
 def show_doc(show: dict[str, Any]) -> dict[str, Any]:
     """SHOW's fields with underscores, the body as `body_doc`."""
     doc = {k.replace("-", "_"): v for k, v in show.items() if k != "body"}
+    if isinstance(doc.get("queue"), str):
+        doc["queue"] = printable(doc["queue"])
     doc.update(body_doc(show.get("body") or b""))
     return doc

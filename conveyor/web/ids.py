@@ -36,6 +36,17 @@ class MsgIdConvertor(_IdConvertor):
     regex = MSG_ID_RE
 
 
+def printable(name: str) -> str:
+    """A name from a node as text that JSON, HTML and metrics can carry. The client decodes
+    a name that is not UTF-8 with surrogate escapes (so it round-trips), and those cannot be
+    encoded again: its bytes that are not UTF-8 are shown as `\\xNN` instead."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
+
+
 register_url_convertor("jobid", JobIdConvertor())
 register_url_convertor("msgid", MsgIdConvertor())
 

@@ -17,6 +17,7 @@ from typing import Any
 from conveyor.client import ConveyorError
 from conveyor.web import workdirs
 from conveyor.web.gateway import Gateway
+from conveyor.web.ids import printable
 from conveyor.web.workdirs import QueueDirs
 
 HISTORY = 60  # samples kept for the overview's chart
@@ -83,7 +84,8 @@ class Sampler:
             names = self._queue_names()
             snap.queues_total = len(names)
             for name in names[:MAX_QUEUES]:
-                snap.queues[name] = self.queue(name)
+                doc = self.queue(name)
+                snap.queues[doc["name"]] = doc
         except ConveyorError as exc:
             snap.error = str(exc)
         return snap
@@ -100,10 +102,11 @@ class Sampler:
 
     def queue(self, name: str) -> dict[str, Any]:
         """QSTAT plus this host's queue directory (if any), in the API's field names."""
-        stat = self.gateway.client.qstat(name) or {}
+        # As bytes: a name that is not UTF-8 (surrogate escapes) goes back as it came.
+        stat = self.gateway.client.qstat(name.encode("utf-8", "surrogateescape")) or {}
         config = self.dirs.get(name)
         doc: dict[str, Any] = {
-            "name": name,
+            "name": printable(name),
             "exists": bool(stat),
             "len": int(stat.get("len", 0)),
             "age": int(stat.get("age", 0)),

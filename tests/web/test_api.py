@@ -126,6 +126,36 @@ def test_a_body_over_the_limit_is_a_413_not_read_into_memory(
     _error(answer, 413, "too_large")
 
 
+def test_a_queue_name_that_is_not_utf8_is_shown_escaped(
+    web: WebProcess, api: httpx.Client, node: NodeProcess
+) -> None:
+    # Any bytes make a queue name on the node. One that is not UTF-8 used to turn the
+    # overview, /api/v1/queues, /metrics, the cluster page and its jobs' SHOW into 500s.
+    redis = node.client()
+    job_id = redis.execute_command("ADDJOB", b"odd\xffq", b"x", 0).decode()
+    try:
+
+        def listed() -> list[dict[str, Any]] | None:
+            answer = api.get("/queues")
+            assert answer.status_code == 200, answer.text
+            return [q for q in answer.json()["queues"] if q["name"] == "odd\\xffq"] or None
+
+        found = wait_for(listed, "the queue in the list")
+        assert found[0]["len"] == 1 and found[0]["exists"]
+        metrics = httpx.get(f"{web.url}/metrics", timeout=15)
+        assert (
+            metrics.status_code == 200 and 'queue_length{queue="odd\\\\xffq"} 1.0' in metrics.text
+        )
+        assert api.get(f"/jobs/{job_id}").json()["queue"] == "odd\\xffq"
+        assert httpx.get(f"{web.url}/cluster", timeout=15).status_code == 200
+        for page in ("/", f"/jobs/{job_id}"):
+            answer = httpx.get(f"{web.url}{page}", timeout=15)
+            assert answer.status_code == 200 and "odd\\xffq" in answer.text, page
+    finally:
+        redis.execute_command("DELJOB", job_id)
+        redis.close()
+
+
 def test_pause_and_purge(api: httpx.Client) -> None:
     api.post("/queues/pp/pause", json={"state": "none"})
     ids = [api.post("/queues/pp/jobs", json={"body": f"j{i}"}).json()["id"] for i in range(5)]
