@@ -93,8 +93,15 @@ class Gateway:
             return client
 
     def learn(self, addresses: list[str]) -> None:
+        """The nodes HELLO shows now. The client of a node no longer among them is closed:
+        over months of nodes replaced under new addresses, each would keep its sockets."""
         with self._lock:
             self._learnt = [a for a in addresses if a not in self._nodes][:64]
+            known = set(self._nodes) | set(self._learnt)
+            gone = [a for a in self._per_node if a not in known]
+            stale = [self._per_node.pop(a) for a in gone]
+        for client in stale:
+            client.close()
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """`client.<method>(...)` with node errors raised as `ApiError`."""

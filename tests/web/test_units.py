@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,7 +182,6 @@ def test_errors_across_queues_read_only_the_page(
 ) -> None:
     import os
     from types import SimpleNamespace
-    from typing import Any
 
     from conveyor.web import api_errors, workdirs
     from conveyor.worker.queuedir import MessageStore
@@ -242,3 +242,29 @@ def test_callers_waiting_on_a_hung_node_share_one_snapshot() -> None:
         gateway.close()
     assert len(taken) == 3 and taken[0].error is not None
     assert all(snap is taken[0] for snap in taken)
+
+
+def test_a_node_no_longer_learnt_has_its_connection_closed(tmp_path: Path) -> None:
+    # The console talks to each node HELLO shows; a node that leaves the cluster (a host
+    # replaced under a new address) used to keep its client and sockets for good.
+    from conveyor.web.gateway import Gateway
+    from tests.servers import running_node
+    from tests.web.conftest import wait_for
+
+    def connections(redis: Any) -> int:
+        return int(redis.info("clients")["connected_clients"])
+
+    with running_node(tmp_path / "a") as seed, running_node(tmp_path / "b") as other:
+        redis = other.client()
+        before = connections(redis)
+        gateway = Gateway([f"127.0.0.1:{seed.port}"], None)
+        try:
+            gateway.learn([f"127.0.0.1:{other.port}"])
+            gateway.node(f"127.0.0.1:{other.port}").ping()
+            assert connections(redis) == before + 1
+            gateway.learn([])
+            # The node sees the close a moment later: poll, bounded.
+            wait_for(lambda: connections(redis) == before, "the connection closed")
+        finally:
+            gateway.close()
+            redis.close()
