@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,14 @@ from conveyor.worker.envelope import Envelope, EnvelopeError
 from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.registry import Latency
 from conveyor.worker.relay import RelayError, dup_message
-from conveyor.worker.script import ScriptHooks, ScriptResult, build_command, kill_stale, run_script
+from conveyor.worker.script import (
+    ScriptHooks,
+    ScriptResult,
+    build_command,
+    kill_stale,
+    run_script,
+    signal_group,
+)
 from conveyor.worker.webhooks import WebhookSender
 
 log = logging.getLogger("conveyor.worker")
@@ -52,6 +60,8 @@ class QueueRunner:
         self.client = client
         self.stop = stop
         self.quiet = threading.Event()  # set: take no new messages, finish the running ones
+        # set: the worker's grace period is over; runs still going are ended and put back
+        self.interrupted = threading.Event()
         self.webhooks = webhooks
         self.latency = latency or Latency()
         self.active: dict[str, Running] = {}  # job id -> what runs now (the workers page)
@@ -77,11 +87,24 @@ class QueueRunner:
             self._threads.append(thread)
 
     def join(self, timeout: float) -> None:
+        """Wait for the slots to end (the worker stops), at most `timeout` seconds."""
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        self._acks.put(None)  # the acker sends what it holds, then ends
-        self._acks_done.wait(max(1.0, deadline - time.monotonic()))
+
+    def interrupt(self) -> list[int]:
+        """The grace period is over: TERM the process group of every run still going (its
+        slot puts the message back in the queue); the groups, for a KILL later."""
+        self.interrupted.set()
+        groups = [r.pid for r in list(self.active.values()) if r.pid is not None]
+        for pgid in groups:
+            signal_group(pgid, signal.SIGTERM)
+        return groups
+
+    def close(self, timeout: float) -> None:
+        """The acker sends what it holds, then ends."""
+        self._acks.put(None)
+        self._acks_done.wait(max(1.0, timeout))
 
     # -- acknowledgements ------------------------------------------------------------------
     def _ack(self, *job_ids: str) -> None:
@@ -183,7 +206,9 @@ class QueueRunner:
 
     def _process_locked(self, job: Job, envelope: Envelope) -> None:
         meta = {"id": job.id, "queue": self.config.name, "envelope": _envelope_doc(envelope)}
-        path = self.store.enter_run(job.id, meta, resent=bool(job.nacks))
+        # Back after a NACK, or an ENQUEUE by a stopping worker: it may be waiting in que/.
+        resent = bool(job.nacks or job.additional_deliveries)
+        path = self.store.enter_run(job.id, meta, resent=resent)
         running = Running(job, envelope, path)
         self.active[job.id] = running
         if envelope.idempotency_key and not self.first_delivery(envelope, job.id):
@@ -202,7 +227,17 @@ class QueueRunner:
         running.dups = self._coalesce(envelope)
         kill_stale(self.store.stale_pid(path))
         result = self._run(running)
+        if result.state == "err" and self.interrupted.is_set():
+            self._put_back_interrupted(running)
+            return
         self._settle(running, result)
+
+    def _put_back_interrupted(self, running: Running) -> None:
+        """A run ended by the worker's stop is no failure of the message: back in the queue
+        (ENQUEUE, no retry spent), to run again at once, here or on another worker."""
+        self.store.move(running.path, "que", "put back: the worker stopped before the script ended")
+        self.client.enqueue(running.job.id, *(d.id for d in running.dups))
+        log.info("%s %s -> put back: the worker stopped", self.config.name, running.job.id)
 
     def first_delivery(self, envelope: Envelope, job_id: str) -> bool:
         """Whether this job is the first (or only) one carrying its relay key: it claims the
@@ -282,6 +317,8 @@ class QueueRunner:
     def _started(self, running: Running, pid: int) -> None:
         running.pid = pid
         self.store.set_status(running.path, "run", "running", pid=pid)
+        if self.interrupted.is_set():  # started as the grace period ran out: not missed
+            signal_group(pid, signal.SIGTERM)
 
     def _on_run(self, running: Running, text: str) -> None:
         # The pid stays in status.json while it runs: a later worker kills a stale run by it.

@@ -22,7 +22,7 @@ from pathlib import Path
 # make the worker buffer. Past them the script is killed and the message goes to err.
 MAX_LINE_BYTES = 64 * 1024
 MAX_PIPE_BYTES = 1024 * 1024
-_KILL_GRACE_S = 2.0
+KILL_GRACE_S = 2.0
 
 
 @dataclass
@@ -242,19 +242,19 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """TERM the script's process group, KILL what is left of it after a grace period, reap
     the script. The group is killed even when the script itself went at the TERM: a child
     that ignores TERM (or takes its time) would otherwise outlive the timeout for good."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + _KILL_GRACE_S
+    signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(_KILL_GRACE_S)
+        proc.wait(KILL_GRACE_S)
     # The group's id stays reserved while any member lives, so it names no stranger here.
-    while time.monotonic() < deadline and _signal_group(proc.pid, 0):
+    while time.monotonic() < deadline and signal_group(proc.pid, 0):
         time.sleep(0.05)
-    _signal_group(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(10.0)
 
 
-def _signal_group(pgid: int, sig: int) -> bool:
+def signal_group(pgid: int, sig: int) -> bool:
     """Whether the process group `pgid` had a member to take `sig` (0: only look)."""
     try:
         os.killpg(pgid, sig)

@@ -17,12 +17,14 @@ from conveyor.worker.envelope import Envelope
 from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.registry import Latency, Registry
 from conveyor.worker.runner import QueueRunner
+from conveyor.worker.script import KILL_GRACE_S, signal_group
 from conveyor.worker.tasks import App, Task
 from conveyor.worker.webhooks import WebhookSender
 
 log = logging.getLogger("conveyor.worker")
 _TICK_S = 1.0  # how often schedules and the cleaner are looked at
 _CLEAN_EVERY_S = 60.0
+_PUT_BACK_S = 5.0  # for slots whose runs were ended to put their messages back
 
 
 def add_message(client: Client, config: QueueConfig, envelope: Envelope, delay: int = 0) -> str:
@@ -106,11 +108,30 @@ def serve_queues(
         deadline = time.monotonic() + grace
         for runner in runners:
             runner.join(max(0.0, deadline - time.monotonic()))
+        _interrupt(runners)
+        for runner in runners:
+            runner.close(deadline - time.monotonic())
         webhooks.close(max(1.0, deadline - time.monotonic()))
     finally:
         registry.remove()
         client.close()
     return 0
+
+
+def _interrupt(runners: list[QueueRunner]) -> None:
+    """Scripts still running when the grace period is over: TERM, KILL what is left of
+    their groups 2 s later; their slots put the messages back. Left alone, they ran on
+    unwatched after the worker's exit, their jobs held until RETRY brought them back."""
+    groups = [pgid for runner in runners for pgid in runner.interrupt()]
+    if not groups:
+        return
+    deadline = time.monotonic() + KILL_GRACE_S
+    for runner in runners:
+        runner.join(max(0.0, deadline - time.monotonic()))
+    for pgid in groups:
+        signal_group(pgid, signal.SIGKILL)
+    for runner in runners:
+        runner.join(_PUT_BACK_S)
 
 
 def _obey(registry: Registry, runners: list[QueueRunner], stop: threading.Event) -> None:

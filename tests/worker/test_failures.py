@@ -118,3 +118,38 @@ def test_worker_killed_mid_run_message_runs_again(
     assert client.qlen("once") == 0
     msg = json.loads((queue_dir / "done" / job_id.replace("/", "_") / "msg.json").read_text())
     assert msg["id"] == job_id
+
+
+def test_a_run_past_the_grace_period_is_ended_and_put_back(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    script = write_script(
+        tmp_path / "long.sh",
+        '#!/bin/bash\necho "run working" >&$RQ_WRITE\necho $$ > ../../../pid\nsleep 60\n',
+    )
+    queue_dir = make_queue(tmp_path, "long", script, retry=600)
+    job_id = _add(client, queue_dir)
+    worker = start_worker(str(queue_dir), "--grace", "0.2")
+    pid = int(wait_for(lambda: _read(queue_dir / "pid"), what="the script started"))
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(15) == 0
+    # Not left running unwatched, its job held by the node until RETRY (10 minutes):
+    # ended, and its job back in the queue for the next worker, no retry spent.
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+    assert client.qlen("long") == 1
+    status = wait_state(queue_dir, job_id, ("que",), timeout=1)
+    assert status["status"] == "put back: the worker stopped before the script ended"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -25,7 +25,7 @@ def _gone(pid: int) -> bool:
 def test_a_timeout_kills_a_child_that_ignores_term(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(script, "_KILL_GRACE_S", 0.3)  # the 2 s wait, shortened
+    monkeypatch.setattr(script, "KILL_GRACE_S", 0.3)  # the 2 s wait, shortened
     # The child ignores TERM; the script itself goes at the first TERM.
     text = "(trap '' TERM; sleep 60) & echo $! > child.pid; sleep 60\n"
     result = run_script(
