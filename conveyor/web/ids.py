@@ -36,15 +36,25 @@ class MsgIdConvertor(_IdConvertor):
     regex = MSG_ID_RE
 
 
-def printable(name: str) -> str:
-    """A name from a node as text that JSON, HTML and metrics can carry. The client decodes
-    a name that is not UTF-8 with surrogate escapes (so it round-trips), and those cannot be
-    encoded again: its bytes that are not UTF-8 are shown as `\\xNN` instead."""
+def printable(text: str) -> str:
+    """Text from a node or a message's files as text that JSON, HTML and metrics can carry.
+    The client decodes a name that is not UTF-8 with surrogate escapes (so it round-trips),
+    and JSON may hold a lone surrogate ("\\ud800"): neither can be encoded again. Such a
+    byte is shown as `\\xNN`, such a surrogate as `\\uXXXX`."""
     try:
-        name.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return name
+        return "".join(_escaped(char) for char in text)
+    return text
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    return char
 
 
 register_url_convertor("jobid", JobIdConvertor())

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conveyor.web.ids import printable
 from conveyor.worker.queuedir import STATES, MessageStore, QueueConfig, QueueConfigError, dir_name
 
 SCAN_LIMIT = 10_000
@@ -107,12 +108,29 @@ def form_fields(config: QueueConfig) -> list[dict[str, str]]:
     return fields
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_raw_json(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A message's JSON file for showing: JSON may hold a lone surrogate (a param
+    "\\ud800" in a job body added by hand), which no response could encode."""
+    doc: dict[str, Any] = _printable(_read_raw_json(path))
+    return doc
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(item) for item in value]
+    return value
 
 
 def _summary(state: str, path: Path) -> dict[str, Any]:
@@ -256,7 +274,7 @@ def envelope_json(config: QueueConfig, msg_id: str) -> bytes | None:
     found = find(config, msg_id)
     if found is None:
         return None
-    envelope = _read_json(found[1] / "msg.json").get("envelope")
+    envelope = _read_raw_json(found[1] / "msg.json").get("envelope")
     return json.dumps(envelope).encode() if isinstance(envelope, dict) else None
 
 

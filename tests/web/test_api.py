@@ -156,6 +156,33 @@ def test_a_queue_name_that_is_not_utf8_is_shown_escaped(
         redis.close()
 
 
+def test_a_message_with_a_lone_surrogate_param_is_listed(
+    web: WebProcess, api: httpx.Client, node: NodeProcess, worker: Background
+) -> None:
+    # JSON may spell a lone surrogate, and a job body added by hand is any JSON: the
+    # message ends in err (no script gets it as an environment variable), and the err
+    # listing, the queue page, the errors page and the message used to answer 500.
+    redis = node.client()
+    try:
+        body = b'{"params": {"param1": "\\ud800 odd"}}'
+        msg_id = redis.execute_command("ADDJOB", "jobs", body, 0).decode()
+    finally:
+        redis.close()
+
+    def in_err() -> list[dict[str, Any]]:
+        answer = api.get("/queues/jobs/messages", params={"state": "err", "search": "odd"})
+        assert answer.status_code == 200, answer.text
+        return [m for m in answer.json()["items"] if m["id"] == msg_id]
+
+    found = wait_for(in_err, "the message in err")
+    assert found[0]["params"] == {"param1": "\\ud800 odd"}
+    assert api.get(f"/queues/jobs/messages/{msg_id}").status_code == 200
+    assert msg_id in api.get("/errors").text
+    for page in ("/q/jobs?search=odd", "/dead-letters?search=odd", f"/q/jobs/{msg_id}"):
+        answer = httpx.get(f"{web.url}{page}", timeout=15)
+        assert answer.status_code == 200 and msg_id in answer.text, page
+
+
 def test_pause_and_purge(api: httpx.Client) -> None:
     api.post("/queues/pp/pause", json={"state": "none"})
     ids = [api.post("/queues/pp/jobs", json={"body": f"j{i}"}).json()["id"] for i in range(5)]
