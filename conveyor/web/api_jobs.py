@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Query
 
 from conveyor.client import ConveyorError
 from conveyor.web import schemas
+from conveyor.web.api_queues import known_queue
 from conveyor.web.console import Console, body_doc, check_name, console, show_doc
 from conveyor.web.gateway import ApiError, api_error_from
 from conveyor.web.ids import JOB_ID_RE, JobId
@@ -137,6 +138,8 @@ def requeue_dead_letters(
     if not request.queue:
         raise ApiError(400, "bad_request", "give the queue to requeue into")
     target = check_name(request.queue)
+    # A typo would otherwise make a queue nobody consumes and empty the dead letters into it.
+    known_queue(c, target)
     moved = 0
     for job_id in _dead_ids(c, dead_queue, request.ids):
         found = c.gateway.call("show", job_id)

@@ -213,6 +213,10 @@ def test_dead_letters(api: httpx.Client, node: NodeProcess) -> None:
         redis.execute_command("NACK", job_id)
         dead = api.get("/dead-letters").json()
         assert dead["queue"] == "dlq" and [j["id"] for j in dead["jobs"]] == [job_id]
+        # Without allow_new_queue, not into a queue nobody has: the letter stays.
+        typo = api.post("/dead-letters/requeue", json={"ids": [job_id], "queue": "flakey"})
+        assert _error(typo, 404, "no_queue") and api.get("/dead-letters").json()["length"] == 1
+        assert api.get("/queues/flakey").status_code == 404
         moved = api.post("/dead-letters/requeue", json={"ids": [job_id], "queue": "flaky"})
         assert moved.json() == {"count": 1}
         assert api.get("/dead-letters").json()["length"] == 0
