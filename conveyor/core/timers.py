@@ -107,8 +107,11 @@ class Timers:
             return
         jobs = found[1]
         if stale * 2 > len(jobs):
-            # In place: _last and callers holding the list keep filing into it.
-            jobs[:] = [job for job in jobs if job.awake == key]
+            # In place: _last and callers holding the list keep filing into it. Once per
+            # job: one that left and came back has two entries, which would both count
+            # as live from now on (and both stay once it leaves again). The first is
+            # kept, where due_jobs would have taken it.
+            jobs[:] = dict.fromkeys(job for job in jobs if job.awake == key)
             self._stale.pop(key, None)
         else:
             self._stale[key] = stale
