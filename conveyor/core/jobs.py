@@ -305,4 +305,5 @@ class JobsMixin(CoreState):
         self._amo_delivered.clear()
         self.timers.clear()
         self._scans.clear()
+        self._scan_gc_timer = None  # it went with the other timers
         self.jobs_bytes = 0

@@ -33,6 +33,7 @@ from conveyor.core.job import (
     Job,
 )
 from conveyor.core.queue import PAUSE_IN, PAUSE_NONE, PAUSE_OUT, JobQueue
+from conveyor.core.scan import SNAPSHOT_IDLE_MS
 from conveyor.core.state import JITTER_MS, CoreState
 
 
@@ -362,7 +363,12 @@ class QueueingMixin(CoreState):
 
     # -- scans ------------------------------------------------------------------------------
     def scan_queues(
-        self, cursor: int, count: int, busyloop: bool, accept: Callable[[JobQueue], bool]
+        self,
+        cursor: int,
+        count: int,
+        busyloop: bool,
+        accept: Callable[[JobQueue], bool],
+        now_ms: int,
     ) -> tuple[int, list[bytes]]:
         queues = self.queues
 
@@ -370,10 +376,18 @@ class QueueingMixin(CoreState):
             queue = queues.get(name)
             return queue is not None and accept(queue)
 
-        return self._scans.scan(cursor, queues.keys, accept_name, *_scan_limits(count, busyloop))
+        limits = _scan_limits(count, busyloop)
+        found = self._scans.scan(cursor, queues.keys, accept_name, *limits, now_ms)
+        self._arm_scan_gc(now_ms)
+        return found
 
     def scan_jobs(
-        self, cursor: int, count: int, busyloop: bool, accept: Callable[[Job], bool]
+        self,
+        cursor: int,
+        count: int,
+        busyloop: bool,
+        accept: Callable[[Job], bool],
+        now_ms: int,
     ) -> tuple[int, list[bytes]]:
         jobs = self.jobs
 
@@ -381,7 +395,30 @@ class QueueingMixin(CoreState):
             job = jobs.get(job_id)
             return job is not None and accept(job)
 
-        return self._scans.scan(cursor, jobs.keys, accept_id, *_scan_limits(count, busyloop))
+        limits = _scan_limits(count, busyloop)
+        found = self._scans.scan(cursor, jobs.keys, accept_id, *limits, now_ms)
+        self._arm_scan_gc(now_ms)
+        return found
+
+    def _arm_scan_gc(self, now_ms: int) -> None:
+        # One timer at a time, however many scans run: it re-arms itself while snapshots
+        # are left, so a scan given up frees its keys on an idle node too; and it goes
+        # with the last snapshot, so a node whose scans all ended has no timer for them.
+        timer = self._scan_gc_timer
+        if not self._scans:
+            if timer is not None:
+                self.timers.cancel(timer)
+                self._scan_gc_timer = None
+        elif timer is None:
+            self._scan_gc_timer = self.timers.call_at(
+                now_ms + SNAPSHOT_IDLE_MS, self._scan_gc, None
+            )
+
+    def _scan_gc(self, _: None, now_ms: int) -> None:
+        self._scan_gc_timer = None
+        next_due = self._scans.drop_idle(now_ms)
+        if next_due is not None:
+            self._scan_gc_timer = self.timers.call_at(next_due, self._scan_gc, None)
 
 
 def _held_elsewhere(job: Job) -> bool:

@@ -26,7 +26,7 @@ from conveyor.core.job import Job
 from conveyor.core.jobid import JobIdGenerator
 from conveyor.core.queue import JobQueue
 from conveyor.core.scan import ScanCursors
-from conveyor.core.timers import Timers
+from conveyor.core.timers import TimerEntry, Timers
 
 if TYPE_CHECKING:
     from conveyor.core.waiters import Waiter
@@ -63,6 +63,8 @@ class CoreState:
         self.queues: dict[bytes, JobQueue] = {}
         self.timers = Timers(timer_resolution_ms)
         self._scans = ScanCursors()
+        # The timer that drops the scans given up (core/scan.py), while any is kept.
+        self._scan_gc_timer: TimerEntry | None = None
         self._last_ctime = 0
         # Delivered at-most-once jobs, oldest first: the first thing evicted under memory
         # pressure, since nobody can get them again anyway.

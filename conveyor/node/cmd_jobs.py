@@ -260,7 +260,7 @@ def jscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         return (queue is None or job.queue == queue) and (not states or job.state in states)
 
     core = server.core
-    next_cursor, ids = core.scan_jobs(scan.cursor, scan.count, scan.busyloop, accept)
+    next_cursor, ids = core.scan_jobs(scan.cursor, scan.count, scan.busyloop, accept, server.now)
     items: list[object] = []
     for job_id in ids:
         if reply_all:

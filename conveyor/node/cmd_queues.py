@@ -69,7 +69,9 @@ def qscan(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         imports = queue.imports
         return (imports.rate(now) if imports else 0) >= importrate
 
-    next_cursor, names = server.core.scan_queues(scan.cursor, scan.count, scan.busyloop, accept)
+    next_cursor, names = server.core.scan_queues(
+        scan.cursor, scan.count, scan.busyloop, accept, server.now
+    )
     return encode([str(next_cursor).encode(), names], conn.protocol == 3)
 
 

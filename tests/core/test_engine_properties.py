@@ -272,7 +272,7 @@ class EngineMachine(RuleBasedStateMachine):
         seen: list[bytes] = []
         cursor = 0
         for _ in range(1000):
-            cursor, ids = self.core.scan_jobs(cursor, 7, False, lambda job: True)
+            cursor, ids = self.core.scan_jobs(cursor, 7, False, lambda job: True, self.now)
             seen.extend(ids)
             if cursor == 0:
                 break
