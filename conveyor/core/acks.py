@@ -35,7 +35,7 @@ class AcksMixin(CoreState):
                 freed += 1
                 if job.state != ACKED:
                     self._acknowledge(job, now_ms)
-                self._release(job, now_ms)
+                self._free(job, now_ms, EV_RELEASED)
         return freed
 
     def _acknowledge(self, job: Job, now_ms: int) -> None:
@@ -52,14 +52,8 @@ class AcksMixin(CoreState):
         """Ack GC: let an ACKED job go once no other node may still hold a copy."""
         holders = job.nodes_delivered
         if holders is None or not holders or holders == (self.node_name,):
-            self._release(job, now_ms)
+            self._free(job, now_ms, EV_RELEASED)
 
     def release_acked(self, job: Job, now_ms: int) -> None:
         """Ack GC is done (every holder confirmed): let the ACKED job go."""
-        self._release(job, now_ms)
-
-    def _release(self, job: Job, now_ms: int) -> None:
-        # Out of its timer bucket first: else the bucket would keep the job, body and
-        # all, until its expiry or requeue time came (a day, at the default TTL).
-        self.timers.unfile(job)
         self._free(job, now_ms, EV_RELEASED)

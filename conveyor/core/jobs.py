@@ -254,6 +254,9 @@ class JobsMixin(CoreState):
     # -- freeing ----------------------------------------------------------------------------
     def _free(self, job: Job, now_ms: int, event: str) -> None:
         """Forget a job for good; `event` says why (released, expired, deleted, evicted)."""
+        # Out of its timer bucket first: else the bucket would keep the job, body and
+        # all, until its expiry or requeue time came (a day, at the default TTL).
+        self.timers.unfile(job)
         was_queued = job.state == QUEUED
         job.state = DELETED
         if was_queued:
