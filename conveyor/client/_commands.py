@@ -56,17 +56,20 @@ def _ids(refs: Iterable[JobRef]) -> list[str]:
     return [job_id_of(ref) for ref in refs]
 
 
-def _queue(queue: object) -> str | bytes:
-    """A queue name as given, refused before anything is sent unless str or bytes
-    (None would reach redis-py's encoder, whose message differs between the twins)."""
+def _queue(queue: object) -> bytes:
+    """A queue name as bytes, refused before anything is sent unless str or bytes
+    (None would reach redis-py's encoder, whose message differs between the twins).
+    Encoded here, UTF-8 with `surrogateescape`: redis-py's hiredis packer ignores the
+    connection's `encoding_errors`, so a name scan_queues() gave for bytes that are not
+    UTF-8 (`'bad\\udcffq'`) would fail to encode there instead of going back as it came."""
     if not isinstance(queue, str | bytes):
         raise TypeError(f"a queue name must be str or bytes, not {type(queue).__name__}")
-    return queue
+    return _parse.to_bytes(queue)
 
 
-def _queues(queues: str | bytes | Sequence[str | bytes]) -> list[str | bytes]:
+def _queues(queues: str | bytes | Sequence[str | bytes]) -> list[bytes]:
     if isinstance(queues, str | bytes):
-        return [queues]
+        return [_queue(queues)]
     names = [_queue(name) for name in queues]
     if not names:
         raise ValueError("at least one queue is needed")
@@ -99,7 +102,8 @@ def whole(name: str, value: object, minimum: int | None = None) -> int:
 
 
 def raw(*args: Any) -> Call[Any]:
-    return Call(tuple(args), _identity)
+    # str as the other commands send it (see _queue).
+    return Call(tuple(_parse.to_bytes(arg) if type(arg) is str else arg for arg in args), _identity)
 
 
 def add_job(
