@@ -68,9 +68,19 @@ class WebhookSender:
         self._thread.start()
 
     def submit(self, url: str, payload: dict[str, Any], store: MessageStore, job_id: str) -> bool:
-        """Queue a delivery for message `job_id` of `store`; False (and a warning) when too
-        many are pending."""
+        """Queue a delivery for message `job_id` of `store`; False (and a warning) when its
+        URL is no http(s) URL (recorded as given up) or too many are pending."""
         delivery = Delivery(url, payload, store, job_id)
+        try:
+            # The CLI and the console check it, but a body added with a plain ADDJOB is
+            # not: urllib would "deliver" to file:///etc/hostname (success, no POST made)
+            # and try ftp://. Given up at once, with the reason, for the console to show.
+            check_url(url)
+        except ValueError as exc:
+            log.warning("webhook of %s not sent: %s", job_id, exc)
+            delivery.errors.append(str(exc))
+            _record(delivery, delivered=False, gave_up=True)
+            return False
         with self._cond:
             if len(self._heap) >= MAX_PENDING:
                 log.warning("webhook to %s dropped: %d already pending", url, MAX_PENDING)

@@ -195,6 +195,23 @@ def test_a_message_moved_between_attempts_keeps_its_webhook_record(
     assert hook.posts[0]["state"] == "err"
 
 
+@pytest.mark.parametrize("url", ["file:///etc/hostname", "ftp://127.0.0.1/x"])
+def test_a_url_from_a_raw_body_that_is_no_http_url_is_given_up(tmp_path: Path, url: str) -> None:
+    """A body added with a plain ADDJOB skips the CLI's and the console's check: urllib
+    would read file:///etc/hostname and record it delivered (no POST made)."""
+    store = MessageStore(tmp_path)
+    record_path = store.move(store.enter_run("J1", {"id": "J1"}), "done", "ok") / "webhook.json"
+    sender = WebhookSender(attempts=3, backoff=0.05)
+    try:
+        assert not sender.submit(url, {"id": "x"}, store, "J1")
+    finally:
+        sender.close(1.0)
+    record = webhook_record(record_path)
+    assert record is not None
+    assert (record["delivered"], record["gave_up"], record["attempts"]) == (False, True, 0)
+    assert record["errors"] == ["webhook must be an http(s) URL of at most 2048 characters"]
+
+
 def test_webhook_urls_are_checked() -> None:
     assert check_url("http://127.0.0.1:8080/x?y=1") == "http://127.0.0.1:8080/x?y=1"
     for bad in ("ftp://h/x", "http://", "/relative", "http://h/a b", "http://h/" + "x" * 3000):
