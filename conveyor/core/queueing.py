@@ -400,6 +400,10 @@ class QueueingMixin(CoreState):
         self._arm_scan_gc(now_ms)
         return found
 
+    def scan_snapshots(self) -> int:
+        """QSCAN/JSCAN snapshots kept for scans in progress (DEBUG RESOURCES)."""
+        return len(self._scans)
+
     def _arm_scan_gc(self, now_ms: int) -> None:
         # One timer at a time, however many scans run: it re-arms itself while snapshots
         # are left, so a scan given up frees its keys on an idle node too; and it goes

@@ -265,7 +265,8 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
         return encode([len(server.core.jobs), len(server.core.queues)])
     if sub == b"resources" and argc == 2:
         # What leak tests count: [entries in every queue's waiter list, blocked clients,
-        # timer call entries (cancelled ones included), queues, jobs].
+        # timer call entries (cancelled ones included), queues, jobs, job entries in the
+        # timer buckets (stale ones included), scan snapshots kept].
         core = server.core
         return encode(
             [
@@ -274,6 +275,8 @@ def debug(server: Server, conn: Connection, args: list[bytes]) -> bytes:
                 core.timers.call_entries(),
                 len(core.queues),
                 len(core.jobs),
+                core.timers.job_entries(),
+                core.scan_snapshots(),
             ]
         )
     return error(

@@ -565,9 +565,9 @@ def test_noauth_before_unknown_commands_and_arity_errors(auth_node: NodeProcess)
 
 
 def test_debug_resources(fresh_node: NodeProcess, client: redis.Redis) -> None:
-    assert client.execute_command("DEBUG", "RESOURCES") == [0, 0, 0, 0, 0]
+    assert client.execute_command("DEBUG", "RESOURCES") == [0, 0, 0, 0, 0, 0, 0]
     client.execute_command("ADDJOB", "q", "x", "0")
-    waiters, blocked_clients, job_timers, queues, jobs = client.execute_command(
+    waiters, blocked_clients, job_timers, queues, jobs, _, _ = client.execute_command(
         "DEBUG", "RESOURCES"
     )
     assert (waiters, blocked_clients, queues, jobs) == (0, 0, 1, 1)
@@ -577,7 +577,7 @@ def test_debug_resources(fresh_node: NodeProcess, client: redis.Redis) -> None:
         while client.execute_command("DEBUG", "RESOURCES")[1] != 1:
             assert time.monotonic() < deadline
             time.sleep(0.02)
-        waiters, blocked_clients, timer_calls, queues, jobs = client.execute_command(
+        waiters, blocked_clients, timer_calls, queues, jobs, _, _ = client.execute_command(
             "DEBUG", "RESOURCES"
         )
         assert (waiters, blocked_clients, queues, jobs) == (1, 1, 2, 1)

@@ -49,7 +49,15 @@ def resources(node: NodeProcess) -> dict[str, int]:
         values = client.execute_command("DEBUG", "RESOURCES")
     finally:
         client.close()
-    names = ("waiter_entries", "blocked_clients", "timer_calls", "queues", "jobs")
+    names = (
+        "waiter_entries",
+        "blocked_clients",
+        "timer_calls",
+        "queues",
+        "jobs",
+        "timer_job_entries",
+        "scan_snapshots",
+    )
     return dict(zip(names, values, strict=True))
 
 
