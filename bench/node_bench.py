@@ -60,6 +60,7 @@ from bench.disque_compare import (
     compare,
     print_comparison,
 )
+from bench.job_cycle import run_job_cycle
 from bench.node_common import (
     _RPS,
     BENCH_CLIENTS,
@@ -130,7 +131,7 @@ TARGETS = {
     "bytes_per_job": 600,
     "idle_cpu_percent": 0.5,
 }
-PHASES = ("ops", "e2e", "latency", "memory", "blocked-cycle")
+PHASES = ("ops", "e2e", "latency", "memory", "blocked-cycle", "job-cycle")
 # Not part of the default run: compare the node with itself (and, for addjob-instr, with
 # C Disque under the same instrumentation).
 EXTRA_PHASES = ("eventlog", "addjob-instr")
@@ -275,7 +276,8 @@ def main() -> None:
     parser.add_argument(
         "--cycle-seconds",
         type=float,
-        help="blocked-cycle: seconds of load (default 60, 6 with --quick)",
+        help="blocked-cycle and job-cycle: seconds of load (default 60 and 30, a tenth "
+        "with --quick)",
     )
     parser.add_argument(
         "--cycle-clients", type=int, default=200, help="blocked-cycle: looping clients (200)"
@@ -350,6 +352,8 @@ def main() -> None:
             run_blocked_cycle(
                 workdir, results, seconds, options.cycle_clients, options.cycle_timeout_ms
             )
+        if "job-cycle" in phases:
+            run_job_cycle(workdir, results, options.cycle_seconds or (30.0 / scale), 8)
 
     if disque:
         from rich.console import Console
@@ -361,7 +365,7 @@ def main() -> None:
         if "ops" in phases:
             print_profiles(console, results)
         # What the tables above do not show: eventlog figures, mostly.
-        shown = ("blocked_cycle_", "memory_jobs", "addjob_p", "disque_addjob_p")
+        shown = ("blocked_cycle_", "memory_jobs", "addjob_p", "disque_addjob_p", "job_cycle_")
         print_plain({k: v for k, v in results.items() if not k.startswith(shown)})
     elif phases == set(PHASES):
         print_report(results)
