@@ -43,6 +43,9 @@ def resolve_url(redis_url: str | None, env: Mapping[str, str] | None = None) -> 
 
 def resolve_prefix(prefix: str | None, env: Mapping[str, str] | None = None) -> str:
     """The key prefix: `prefix`, else PRESSURE_PREFIX, else `__pressure__`."""
+    if prefix is not None and not isinstance(prefix, str):
+        # Formatted into key names, bytes would silently become keys like "b'pp':q:bound".
+        raise ValueError(f"key prefix must be a string, not {type(prefix).__name__}")
     if prefix:
         return prefix
     env = os.environ if env is None else env
