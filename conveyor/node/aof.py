@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, NoReturn
 from conveyor.core.effects import JobEvent
 from conveyor.node.aof_replies import HeldReplies
 from conveyor.node.aof_rewrite import RewriteMixin
+from conveyor.node.directives import ConfigError
 from conveyor.persistence.appendfile import AppendFile, SyncThread
 from conveyor.persistence.loader import LoadStats
 from conveyor.persistence.records import RecordEncoder
@@ -120,7 +121,13 @@ class AofDriver(HeldReplies, RewriteMixin):
         """CONFIG SET appendonly yes: write a fresh file from memory first (a rewrite),
         which then becomes the live file; until then records go to it alone."""
         if self.live is None and self.rewrite is None:
-            self.start_rewrite(becomes_live=True)
+            try:
+                self.start_rewrite(becomes_live=True)
+            except OSError as exc:
+                # As Redis' "Unable to turn on AOF", with the reason: CONFIG SET undoes it.
+                reason = f"Can't start the AOF rewrite: {exc.strerror or exc}"
+                log.warning("appendonly yes refused: %s", reason)
+                raise ConfigError(reason) from None
         elif self.rewrite is not None:
             self.rewrite_becomes_live = True
 

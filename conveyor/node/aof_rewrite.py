@@ -51,6 +51,7 @@ class RewriteMixin:
         self.rewrite_start_ms = 0.0
         self.base_size = 0
         self._retry_armed = False
+        self._start_error: str | None = None  # why the cron's last rewrite could not start
         self._rewrite_executor = ThreadPoolExecutor(1, thread_name_prefix="aof-rewrite")
 
     @property
@@ -67,6 +68,20 @@ class RewriteMixin:
             self.last_bgrewrite_ok = False
             return error(f"ERR Can't start the AOF rewrite: {exc.strerror or exc}")
         return STARTED
+
+    def _start_from_cron(self) -> None:
+        """A rewrite the cron starts: one that cannot create its file (its directory
+        gone, the disk full) is tried again next second, and logged once per reason."""
+        try:
+            self.start_rewrite(becomes_live=False)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if reason != self._start_error:
+                log.warning("Can't start the AOF rewrite: %s", reason)
+            self._start_error = reason
+            self.last_bgrewrite_ok = False
+        else:
+            self._start_error = None
 
     def start_rewrite(self, becomes_live: bool) -> None:
         server = self.server
@@ -179,7 +194,7 @@ class RewriteMixin:
         )
         self.server.refresh_event_recording()
         if self.rewrite_scheduled:
-            self.start_rewrite(becomes_live=False)
+            self._start_from_cron()
 
     def _drop_rewrite_file(self, rewrite: Rewrite) -> None:
         # Removed now (a next rewrite reuses the name), closed once no fsync uses it.
@@ -202,15 +217,16 @@ class RewriteMixin:
         if live is None or self.rewrite is not None:
             return
         if self.rewrite_scheduled:
-            self.start_rewrite(becomes_live=False)
+            self._start_from_cron()
             return
         percentage = config["auto-aof-rewrite-percentage"]
         if not percentage or live.size <= config["auto-aof-rewrite-min-size"]:
             return
         growth = live.size * 100 // max(self.base_size, 1) - 100
         if growth >= percentage:
-            log.info("Starting automatic rewriting of AOF on %d%% growth", growth)
-            self.start_rewrite(becomes_live=False)
+            if self._start_error is None:
+                log.info("Starting automatic rewriting of AOF on %d%% growth", growth)
+            self._start_from_cron()
 
     def rewrite_for_shutdown(self) -> str | None:
         """SHUTDOWN REWRITE-AOF: a synchronous rewrite; the error text, or None."""
