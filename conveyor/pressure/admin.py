@@ -10,7 +10,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from conveyor.pressure.errors import QueueInUse
-from conveyor.pressure.keys import QueueKeys, bound_key_pattern, name_from_bound_key
+from conveyor.pressure.keys import (
+    QueueKeys,
+    bound_key_pattern,
+    key_bytes,
+    key_text,
+    name_from_bound_key,
+)
 from conveyor.pressure.steps import (
     Command,
     Step,
@@ -161,8 +167,8 @@ def list_queues(prefix: str) -> Step[list[str]]:
         (reply,) = yield one("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
         cursor, found = int(reply[0]), reply[1]
         for raw in found:
-            name = name_from_bound_key(prefix, to_text(raw) or "")
+            name = name_from_bound_key(prefix, key_text(raw))
             if name is not None:
                 names.add(name)
         if cursor == 0:
-            return sorted(names)
+            return sorted(names, key=key_bytes)  # the order of the keys' bytes

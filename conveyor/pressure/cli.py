@@ -23,6 +23,7 @@ from conveyor.pressure.errors import (
     QueueFull,
     QueueInUse,
 )
+from conveyor.pressure.keys import key_bytes
 from conveyor.pressure.queue import PressureQueue, list_queues
 
 P = ParamSpec("P")
@@ -174,7 +175,13 @@ def stat(name: str, as_json: bool) -> None:
         return
     width = max(len(key) for key in stats)
     for key, value in stats.items():
-        click.echo(f"{key:<{width}}  {_show(value)}")
+        _echo_name_text(f"{key:<{width}}  {_show(value)}")
+
+
+def _echo_name_text(line: str) -> None:
+    """Print text holding a queue name as the name's bytes: a name that is not UTF-8 comes
+    from Redis (and argv) as lone surrogates, which click would print as U+FFFD."""
+    click.echo(key_bytes(line))
 
 
 def _show(value: Any) -> str:
@@ -194,14 +201,14 @@ def ls(long_format: bool) -> None:
     names = list_queues(redis_url=settings.redis_url, prefix=settings.prefix)
     for name in names:
         if not long_format:
-            click.echo(name)
+            _echo_name_text(name)
             continue
         try:
             stats = settings.queue(name).stats()
         except PressureError:
             continue  # deleted since the scan
         closed = "closed" if stats.closed else "open"
-        click.echo(f"{name}\tbound={stats.bound}\tlength={stats.length}\t{closed}")
+        _echo_name_text(f"{name}\tbound={stats.bound}\tlength={stats.length}\t{closed}")
 
 
 @pressure.command()

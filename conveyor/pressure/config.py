@@ -16,7 +16,7 @@ from typing import Any
 from redis.backoff import NoBackoff
 from redis.connection import parse_url
 
-from conveyor.pressure.keys import DEFAULT_PREFIX
+from conveyor.pressure.keys import DEFAULT_PREFIX, check_key_text
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6379
@@ -46,10 +46,11 @@ def resolve_prefix(prefix: str | None, env: Mapping[str, str] | None = None) -> 
     if prefix is not None and not isinstance(prefix, str):
         # Formatted into key names, bytes would silently become keys like "b'pp':q:bound".
         raise ValueError(f"key prefix must be a string, not {type(prefix).__name__}")
-    if prefix:
-        return prefix
-    env = os.environ if env is None else env
-    return env.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+    if not prefix:
+        env = os.environ if env is None else env
+        prefix = env.get("PRESSURE_PREFIX") or DEFAULT_PREFIX
+    check_key_text(prefix, "key prefix")
+    return prefix
 
 
 def _int_setting(env: Mapping[str, str], name: str, default: int) -> int:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_PREFIX = "__pressure__"
+# How key names go to and come back from Redis: UTF-8, with the bytes that are not UTF-8
+# carried as lone surrogates (as Python decodes argv and file names), so a queue whose name
+# is not UTF-8 keeps its exact bytes both ways. The steps send keys as bytes encoded so:
+# redis-py's hiredis packer would encode str strictly whatever the client's settings.
+KEY_ENCODING = "utf-8"
+KEY_ENCODING_ERRORS = "surrogateescape"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,28 @@ class QueueKeys:
             self.not_full,
             self.closed,
         )
+
+
+def key_bytes(text: str) -> bytes:
+    """The bytes Redis gets for a key name (see KEY_ENCODING_ERRORS)."""
+    return text.encode(KEY_ENCODING, KEY_ENCODING_ERRORS)
+
+
+def key_text(raw: bytes) -> str:
+    """A key name read from Redis, as text that `key_bytes` turns back into the same bytes."""
+    return raw.decode(KEY_ENCODING, KEY_ENCODING_ERRORS)
+
+
+def check_key_text(text: str, what: str) -> None:
+    """Refuse text no client could send as a key: a lone surrogate that stands for no byte."""
+    try:
+        key_bytes(text)
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start : exc.end]
+        raise ValueError(
+            f"{what} {text!r} cannot be a Redis key: {bad!r} is neither a character nor an "
+            "undecodable byte"
+        ) from None
 
 
 def bound_key_pattern(prefix: str) -> str:

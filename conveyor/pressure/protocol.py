@@ -26,7 +26,7 @@ from conveyor.pressure.errors import (
     QueueFull,
     QueueInUse,
 )
-from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.keys import QueueKeys, key_bytes
 from conveyor.pressure.steps import (
     WAIT,
     Batch,
@@ -166,7 +166,7 @@ def get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Ste
         if popped is None:
             raise QueueEmpty(f"queue {keys.name!r} is empty")
         source, item = popped
-        if source == keys.closed.encode():
+        if source == key_bytes(keys.closed):
             # BRPOP consumed one of close's two markers; put it back so :closed keeps the
             # shape close gave it.
             on_release = [(keys.closed, "lpush", 0)]

@@ -25,7 +25,7 @@ from conveyor.pressure.errors import (
     PressureProtocolError,
     QueueClosed,
 )
-from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.keys import QueueKeys, check_key_text
 from conveyor.pressure.protocol import Batch, Eval, QueueStats, Step, UnlockResult
 
 T = TypeVar("T")
@@ -44,6 +44,7 @@ def encode(data: Data) -> bytes:
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError("queue name must be a non-empty string")
+    check_key_text(name, "queue name")
     return name
 
 

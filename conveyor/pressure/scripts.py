@@ -33,7 +33,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from conveyor.pressure.errors import PressureProtocolError, QueueEmpty, QueueFull
-from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.keys import QueueKeys, key_bytes
 from conveyor.pressure.steps import (
     WAIT,
     Arg,
@@ -250,9 +250,9 @@ GiveBack = tuple[str | bytes, str, Arg]
 
 
 @lru_cache(maxsize=1024)
-def _put_keys(keys: QueueKeys) -> tuple[str, ...]:
+def _put_keys(keys: QueueKeys) -> tuple[bytes, ...]:
     # Cached: the fast path is one round trip, so building eight key names per call shows.
-    return (
+    return _encoded(
         keys.bound,
         keys.closed,
         keys.producer_free,
@@ -265,8 +265,8 @@ def _put_keys(keys: QueueKeys) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _get_keys(keys: QueueKeys) -> tuple[str, ...]:
-    return (
+def _get_keys(keys: QueueKeys) -> tuple[bytes, ...]:
+    return _encoded(
         keys.bound,
         keys.consumer_free,
         keys.consumer,
@@ -276,6 +276,11 @@ def _get_keys(keys: QueueKeys) -> tuple[str, ...]:
         keys.consumed_messages,
         keys.consumed_bytes,
     )
+
+
+def _encoded(*names: str | bytes) -> tuple[bytes, ...]:
+    """Key names as the bytes Redis gets (see `keys.key_bytes`)."""
+    return tuple(key_bytes(name) if isinstance(name, str) else name for name in names)
 
 
 def put_call(keys: QueueKeys, stage: str, uid: str, data: bytes, block: bool) -> Eval:
@@ -293,7 +298,7 @@ def release(*items: GiveBack) -> Step[None]:
         return
     (reply,) = yield Eval(
         RELEASE,
-        tuple(key for key, _, _ in items),
+        _encoded(*(key for key, _, _ in items)),
         tuple(arg for _, how, value in items for arg in (how, value)),
     )
     if reply[0] == ERROR:

@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from redis.exceptions import ResponseError
 
 from conveyor.pressure.errors import PressureProtocolError, QueueClosed, QueueDoesNotExist
-from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.keys import QueueKeys, key_bytes
 
 T = TypeVar("T")
 Arg = str | bytes | int | float
@@ -70,16 +70,23 @@ class Eval(NamedTuple):
 Step = Generator[Batch | Eval, list[Any], T]
 
 
+def wire(command: Command) -> Command:
+    """The command with its str arguments (key names) as the bytes Redis gets (see
+    `keys.key_bytes`); the name stays str, which redis-py looks its reply parser up by."""
+    name, *args = command
+    return (name, *(key_bytes(arg) if isinstance(arg, str) else arg for arg in args))
+
+
 def one(*command: Arg) -> Batch:
-    return Batch((command,), transaction=False)
+    return Batch((wire(command),), transaction=False)
 
 
 def multi(*commands: Command) -> Batch:
-    return Batch(commands, transaction=True)
+    return Batch(tuple(wire(command) for command in commands), transaction=True)
 
 
 def blocking_pop(lists: tuple[str, ...], wait: float, kind: PopKind) -> Batch:
-    return Batch((("BRPOP", *lists, wait),), transaction=False, popped=kind)
+    return Batch((wire(("BRPOP", *lists, wait)),), transaction=False, popped=kind)
 
 
 class Deadline:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis
+from click.testing import CliRunner, Result
 from pressure_helpers import RedisServer
 
+from conveyor.cli import main
 from conveyor.pressure import AsyncPressureQueue, PressureQueue, list_queues
 
 
@@ -19,3 +23,56 @@ def test_a_prefix_that_is_not_a_string_is_refused(
     with pytest.raises(ValueError, match="prefix must be a string"):
         list_queues(redis_url=redis_server.url, prefix=prefix)  # type: ignore[arg-type]
     assert raw.keys("*") == []
+
+
+# How Python hands over argv bytes that are not UTF-8 (b"\xff" -> "\udcff").
+NAME = b"jobs-\xff\xfe".decode("utf-8", "surrogateescape")
+
+
+def test_a_name_that_is_not_utf8_keeps_its_bytes_sync_and_async(
+    redis_server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    with PressureQueue(NAME, redis_url=redis_server.url, prefix=prefix) as q:
+        q.create(bound=2)
+        q.put("a")
+        assert raw.get(f"{prefix}:".encode() + b"jobs-\xff\xfe:bound") == b"2"
+        assert q.stats().length == 1
+    assert list_queues(redis_url=redis_server.url, prefix=prefix) == [NAME]
+
+    async def drain() -> bytes:
+        async with AsyncPressureQueue(NAME, redis_url=redis_server.url, prefix=prefix) as aq:
+            item = await aq.get()
+            await aq.close()
+            await aq.delete()
+            return item
+
+    assert asyncio.run(drain()) == b"a"
+    assert raw.keys("*") == []
+
+
+def test_a_lone_surrogate_that_stands_for_no_byte_is_refused(redis_server: RedisServer) -> None:
+    with pytest.raises(ValueError, match="cannot be a Redis key"):
+        PressureQueue("a\ud800", redis_url=redis_server.url)
+    with pytest.raises(ValueError, match="cannot be a Redis key"):
+        AsyncPressureQueue("q", redis_url=redis_server.url, prefix="\ud800")
+
+
+def test_cli_names_that_are_not_utf8_round_trip(
+    redis_server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    def cli(*args: str) -> Result:
+        base = ["pressure", "--redis", redis_server.url, "--prefix", prefix]
+        return CliRunner().invoke(main, [*base, *args])
+
+    assert cli("create", NAME, "--bound", "3").exit_code == 0
+    assert cli("put", NAME, "x").exit_code == 0
+    # A queue another client named with bytes that are not UTF-8.
+    raw.set(f"{prefix}:".encode() + b"\x80raw:bound", 0)
+    assert cli("ls").stdout_bytes == b"jobs-\xff\xfe\n\x80raw\n"  # in the keys' byte order
+    assert cli("ls", "-l").stdout_bytes.splitlines() == [
+        b"jobs-\xff\xfe\tbound=3\tlength=1\topen",
+        b"\x80raw\tbound=0\tlength=0\topen",
+    ]
+    assert b"name               jobs-\xff\xfe\n" in cli("stat", NAME).stdout_bytes
+    got = cli("get", NAME)
+    assert got.exit_code == 0 and got.stdout == "x\n"
