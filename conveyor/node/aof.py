@@ -122,7 +122,7 @@ class AofDriver(HeldReplies, RewriteMixin):
         which then becomes the live file; until then records go to it alone."""
         if self.live is None and self.rewrite is None:
             try:
-                self.start_rewrite(becomes_live=True)
+                self.start_rewrite()
             except OSError as exc:
                 # As Redis' "Unable to turn on AOF", with the reason: CONFIG SET undoes it.
                 reason = f"Can't start the AOF rewrite: {exc.strerror or exc}"
@@ -132,6 +132,9 @@ class AofDriver(HeldReplies, RewriteMixin):
             self.rewrite_becomes_live = True
 
     def disable(self) -> None:
+        # No first file is waited for any more, nor tried again (AOF_WAIT_REWRITE ends).
+        self.rewrite_becomes_live = False
+        self.rewrite_scheduled = False
         if self.rewrite is not None and self.live is None:
             self.cancel_rewrite()
         self._close_live()
@@ -338,7 +341,9 @@ class AofDriver(HeldReplies, RewriteMixin):
     # -- once a second ---------------------------------------------------------------------
     def _arm_cron(self) -> None:
         loop = self.server.loop
-        if self._cron is None and loop is not None and (self.live or self.rewrite):
+        # Kept armed while a first file is to be tried again (rewrite_scheduled).
+        active = self.live is not None or self.rewrite is not None or self.rewrite_scheduled
+        if self._cron is None and loop is not None and active:
             self._cron = loop.call_later(CRON_S, self._on_cron)
 
     def _on_cron(self) -> None:

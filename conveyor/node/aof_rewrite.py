@@ -62,7 +62,7 @@ class RewriteMixin:
         if self.rewrite is not None:
             return IN_PROGRESS
         try:
-            self.start_rewrite(becomes_live=False)
+            self.start_rewrite()
         except OSError as exc:
             log.warning("Can't start the AOF rewrite: %s", exc.strerror or exc)
             self.last_bgrewrite_ok = False
@@ -73,7 +73,7 @@ class RewriteMixin:
         """A rewrite the cron starts: one that cannot create its file (its directory
         gone, the disk full) is tried again next second, and logged once per reason."""
         try:
-            self.start_rewrite(becomes_live=False)
+            self.start_rewrite()
         except OSError as exc:
             reason = exc.strerror or str(exc)
             if reason != self._start_error:
@@ -83,7 +83,7 @@ class RewriteMixin:
         else:
             self._start_error = None
 
-    def start_rewrite(self, becomes_live: bool) -> None:
+    def start_rewrite(self) -> None:
         server = self.server
         # Records of what happened before the ID list is taken go to the old file only.
         server.drain_job_events()
@@ -92,7 +92,9 @@ class RewriteMixin:
         self._incremental_synced = 0
         self.rewrite_longest_ms = (time.perf_counter() - started) * 1000
         self.rewrite_start_ms = self.rewrite_longest_ms
-        self.rewrite_becomes_live = becomes_live
+        # Any rewrite ends the wait of appendonly yes for a first file (AOF_WAIT_REWRITE),
+        # BGREWRITEAOF's and a retry's too: none would otherwise be made live.
+        self.rewrite_becomes_live = self.live is None and bool(server.config["appendonly"])
         self.rewrite_scheduled = False
         self.rewrite_started_s = int(time.time())
         log.info("Background append only file rewriting started")
@@ -214,10 +216,12 @@ class RewriteMixin:
         """auto-aof-rewrite-percentage / -min-size, checked by the cron as Disque does."""
         config = self.server.config
         live = self.live
-        if live is None or self.rewrite is not None:
+        if self.rewrite is not None:
             return
-        if self.rewrite_scheduled:
+        if self.rewrite_scheduled:  # appendonly yes whose first file failed: live is None
             self._start_from_cron()
+            return
+        if live is None:
             return
         percentage = config["auto-aof-rewrite-percentage"]
         if not percentage or live.size <= config["auto-aof-rewrite-min-size"]:
