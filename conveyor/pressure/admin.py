@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from conveyor.pressure.control import read
 from conveyor.pressure.errors import QueueInUse
 from conveyor.pressure.keys import (
     QueueKeys,
@@ -32,7 +33,7 @@ from conveyor.pressure.steps import (
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
-    """A snapshot of one queue, read in one MULTI/EXEC."""
+    """A snapshot of one queue, read atomically (one read-only script)."""
 
     name: str
     bound: int
@@ -63,7 +64,7 @@ class UnlockResult:
 
 
 def stats(keys: QueueKeys) -> Step[QueueStats]:
-    replies = yield multi(
+    replies = yield from read(
         ("GET", keys.bound),
         ("LLEN", keys.queue),
         ("EXISTS", keys.closed),
@@ -107,8 +108,7 @@ def unlock(
 
     Works without :bound too, so a delete stuck waiting for a dead holder's token can finish.
     """
-    replies = yield multi(
-        ("EXISTS", *keys.all()),
+    replies = yield from read(
         ("GET", keys.bound),
         ("LLEN", keys.queue),
         ("LLEN", keys.producer_free),
@@ -116,9 +116,15 @@ def unlock(
         ("LLEN", keys.not_full),
         ("GET", keys.producer),
         ("GET", keys.consumer),
+        # With the reads above, whether any of the 12 keys exists (an empty list does not).
+        ("EXISTS", keys.produced_messages),
+        ("EXISTS", keys.produced_bytes),
+        ("EXISTS", keys.consumed_messages),
+        ("EXISTS", keys.consumed_bytes),
+        ("EXISTS", keys.closed),
     )
-    present, bound, size, p_free, c_free, not_full, p_uid, c_uid = replies
-    if not present:
+    bound, size, p_free, c_free, not_full, p_uid, c_uid = replies[:7]
+    if not any(reply for reply in replies):
         raise missing(keys)
     holders = {"producer": to_text(p_uid), "consumer": to_text(c_uid)}
     release = {"producer": producer and not p_free, "consumer": consumer and not c_free}

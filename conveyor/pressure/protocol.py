@@ -17,7 +17,7 @@ re-exported here, so the drivers reach every operation through this module.
 
 from __future__ import annotations
 
-from conveyor.pressure import scripts
+from conveyor.pressure import control, scripts
 from conveyor.pressure.admin import QueueStats, UnlockResult, list_queues, stats, unlock
 from conveyor.pressure.errors import (
     QueueAlreadyExists,
@@ -96,14 +96,14 @@ def exists(keys: QueueKeys) -> Step[bool]:
 
 
 def length(keys: QueueKeys) -> Step[int]:
-    bound, size = yield multi(("GET", keys.bound), ("LLEN", keys.queue))
+    bound, size = yield from control.read(("GET", keys.bound), ("LLEN", keys.queue))
     if bound is None:
         raise missing(keys)
     return int(size)
 
 
 def is_closed(keys: QueueKeys) -> Step[bool]:
-    bound, closed = yield multi(("GET", keys.bound), ("EXISTS", keys.closed))
+    bound, closed = yield from control.read(("GET", keys.bound), ("EXISTS", keys.closed))
     if bound is None:
         raise missing(keys)
     return bool(closed)

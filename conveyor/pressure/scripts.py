@@ -52,7 +52,7 @@ OK, BUSY = b"OK", b"BUSY"
 MISSING, CLOSED, FULL, EMPTY = b"MISSING", b"CLOSED", b"FULL", b"EMPTY"
 BADINT, ERROR = b"BADINT", b"ERROR"
 
-_PRELUDE = """
+PRELUDE = """
 local failed = nil
 
 -- A command of what used to be one MULTI: it runs even if an earlier one failed, and the
@@ -240,9 +240,9 @@ if failed then return {'ERROR', failed} end
 return {'OK'}
 """
 
-PUT = LuaScript("pressure-put", _PRELUDE + _PUT)
-GET = LuaScript("pressure-get", _PRELUDE + _GET)
-RELEASE = LuaScript("pressure-release", _PRELUDE + _RELEASE)
+PUT = LuaScript("pressure-put", PRELUDE + _PUT)
+GET = LuaScript("pressure-get", PRELUDE + _GET)
+RELEASE = LuaScript("pressure-release", PRELUDE + _RELEASE)
 
 # What a step gives back: (list, how, value), how being "token" (the token push; value
 # unused), "lpush" (a close marker) or "rpush" (an element, back at the end it left by).
@@ -252,7 +252,7 @@ GiveBack = tuple[str | bytes, str, Arg]
 @lru_cache(maxsize=1024)
 def _put_keys(keys: QueueKeys) -> tuple[bytes, ...]:
     # Cached: the fast path is one round trip, so building eight key names per call shows.
-    return _encoded(
+    return encoded(
         keys.bound,
         keys.closed,
         keys.producer_free,
@@ -266,7 +266,7 @@ def _put_keys(keys: QueueKeys) -> tuple[bytes, ...]:
 
 @lru_cache(maxsize=1024)
 def _get_keys(keys: QueueKeys) -> tuple[bytes, ...]:
-    return _encoded(
+    return encoded(
         keys.bound,
         keys.consumer_free,
         keys.consumer,
@@ -278,7 +278,7 @@ def _get_keys(keys: QueueKeys) -> tuple[bytes, ...]:
     )
 
 
-def _encoded(*names: str | bytes) -> tuple[bytes, ...]:
+def encoded(*names: str | bytes) -> tuple[bytes, ...]:
     """Key names as the bytes Redis gets (see `keys.key_bytes`)."""
     return tuple(key_bytes(name) if isinstance(name, str) else name for name in names)
 
@@ -298,7 +298,7 @@ def release(*items: GiveBack) -> Step[None]:
         return
     (reply,) = yield Eval(
         RELEASE,
-        _encoded(*(key for key, _, _ in items)),
+        encoded(*(key for key, _, _ in items)),
         tuple(arg for _, how, value in items for arg in (how, value)),
     )
     if reply[0] == ERROR:

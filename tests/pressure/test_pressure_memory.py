@@ -6,6 +6,7 @@ INCR) alone or as a script's first write; single reads, pops and deletes still r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,7 +14,13 @@ import pytest
 import redis
 from pressure_helpers import QueueFactory, background, wait_until
 
-from conveyor.pressure import PressureProtocolError, QueueEmpty, QueueFull
+from conveyor.pressure import (
+    AsyncPressureQueue,
+    PressureProtocolError,
+    QueueEmpty,
+    QueueFull,
+    QueueStats,
+)
 
 
 @contextmanager
@@ -104,3 +111,27 @@ def test_put_over_maxmemory_is_refused_and_changes_nothing(
         assert q.get_nowait() == b"a"  # consumers still drain
     q.put("c")
     assert q.stats().produced_messages == 2
+
+
+def test_inspection_works_over_maxmemory_sync_and_async(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create(bound=3)
+    q.put("a")
+
+    async def inspect() -> tuple[QueueStats, int, bool]:
+        async with AsyncPressureQueue(q.name, redis_url=q.redis_url, prefix=q.prefix) as aq:
+            return await aq.stats(), await aq.length(), await aq.closed()
+
+    with out_of_memory(raw):
+        seen = (q.stats(), q.length(), q.closed())
+        assert asyncio.run(inspect()) == seen
+    stats, length, closed = seen
+    assert (stats.length, stats.bound, stats.produced_messages, length, closed) == (
+        1,
+        3,
+        1,
+        1,
+        False,
+    )

@@ -1,0 +1,56 @@
+"""Redis errors reach the caller as the same precise text from both clients."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis
+from pressure_helpers import QueueFactory
+
+from conveyor.pressure import (
+    AsyncPressureQueue,
+    PressureError,
+    PressureProtocolError,
+    PressureQueue,
+)
+
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+
+def sync_error(action: Callable[[], object]) -> str:
+    with pytest.raises(PressureProtocolError) as caught:
+        action()
+    return str(caught.value)
+
+
+def async_error(action: Callable[[AsyncPressureQueue], Awaitable[object]], q: PressureQueue) -> str:
+    async def run() -> str:
+        async with AsyncPressureQueue(q.name, redis_url=q.redis_url, prefix=q.prefix) as aq:
+            try:
+                await action(aq)
+            except PressureError as exc:
+                assert isinstance(exc, PressureProtocolError)
+                return str(exc)
+        raise AssertionError("no error")
+
+    return asyncio.run(run())
+
+
+def test_wrong_type_in_inspection_names_command_and_key_in_both_clients(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create()
+    raw.set(q.keys.queue, "not a list")
+    expected = f"Redis at {q.address} rejected a command: LLEN {q.keys.queue}: {WRONGTYPE}"
+    assert sync_error(q.length) == expected
+    assert async_error(lambda aq: aq.length(), q) == expected
+    assert sync_error(q.stats) == expected
+    assert async_error(lambda aq: aq.stats(), q) == expected
+    raw.delete(q.keys.queue, q.keys.bound)
+    raw.rpush(q.keys.bound, "0")
+    expected = f"Redis at {q.address} rejected a command: GET {q.keys.bound}: {WRONGTYPE}"
+    assert sync_error(q.closed) == expected
+    assert async_error(lambda aq: aq.closed(), q) == expected
