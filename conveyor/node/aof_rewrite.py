@@ -10,9 +10,10 @@ and makes it the live file.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ class RewriteMixin:
         self.rewrite_start_ms = 0.0
         self.base_size = 0
         self._retry_armed = False
+        self._commit: Future[None] | None = None  # the finished rewrite's fsync and rename
         self._start_error: str | None = None  # why the cron's last rewrite could not start
         self._rewrite_executor = ThreadPoolExecutor(1, thread_name_prefix="aof-rewrite")
 
@@ -100,12 +102,13 @@ class RewriteMixin:
         log.info("Background append only file rewriting started")
         server.refresh_event_recording()
         assert server.loop is not None
-        server.loop.call_soon(self._rewrite_step)
+        server.loop.call_soon(self._rewrite_step, self.rewrite)
         self._arm_cron()
 
-    def _rewrite_step(self) -> None:
-        rewrite = self.rewrite
-        if rewrite is None or self.rewrite_finishing:
+    def _rewrite_step(self, rewrite: Rewrite) -> None:
+        # A step of a rewrite cancelled since must not go on with the next one: each
+        # would add a slice per round to it (appendonly no/yes in a loop).
+        if rewrite is not self.rewrite or self.rewrite_finishing:
             return
         started = time.perf_counter()
         done = rewrite.step(self.server.core.jobs, self.encoder.snapshot_record)
@@ -117,14 +120,14 @@ class RewriteMixin:
         elif not done:
             assert self.server.loop is not None
             self._incremental_fsync(rewrite)
-            self.server.loop.call_soon(self._rewrite_step)
+            self.server.loop.call_soon(self._rewrite_step, rewrite)
         else:
             self.rewrite_finishing = True
             assert self.server.loop is not None
-            future = self.server.loop.run_in_executor(
-                self._rewrite_executor, rewrite.sync_and_rename
+            self._commit = self._rewrite_executor.submit(rewrite.sync_and_rename)
+            asyncio.wrap_future(self._commit, loop=self.server.loop).add_done_callback(
+                lambda done: self._rewrite_committed(rewrite, done.exception())
             )
-            future.add_done_callback(lambda done: self._rewrite_committed(done.exception()))
 
     def _incremental_fsync(self, rewrite: Rewrite) -> None:
         # aof-rewrite-incremental-fsync (Disque: every 32 MB): hundreds of MB of dirty
@@ -156,13 +159,20 @@ class RewriteMixin:
             self.rewrite_scheduled = True
         self.server.refresh_event_recording()
 
-    def _rewrite_committed(self, exc: BaseException | None) -> None:
-        rewrite = self.rewrite
-        if rewrite is None:  # cancelled meanwhile (CONFIG SET appendonly no, shutdown)
+    def _rewrite_committed(self, rewrite: Rewrite, exc: BaseException | None) -> None:
+        if rewrite is not self.rewrite:
+            # Cancelled meanwhile (appendonly no, shutdown), or put in place by
+            # cancel_rewrite: the rewrite running now, if any, is another one.
             return
         if exc is not None:
             self._rewrite_failed(exc)
             return
+        self._switch_to(rewrite)
+        if self.rewrite_scheduled:
+            self._start_from_cron()
+
+    def _switch_to(self, rewrite: Rewrite) -> None:
+        """The new file, renamed over the AOF, becomes the live one (or is closed)."""
         started = time.perf_counter()
         new_file = rewrite.file
         new_file.path = self.path
@@ -195,8 +205,6 @@ class RewriteMixin:
             (time.perf_counter() - started) * 1000,
         )
         self.server.refresh_event_recording()
-        if self.rewrite_scheduled:
-            self._start_from_cron()
 
     def _drop_rewrite_file(self, rewrite: Rewrite) -> None:
         # Removed now (a next rewrite reuses the name), closed once no fsync uses it.
@@ -204,13 +212,27 @@ class RewriteMixin:
         self.retire(rewrite.file)
 
     def cancel_rewrite(self) -> None:
-        if self.rewrite is not None:
+        rewrite = self.rewrite
+        if rewrite is not None and self.rewrite_finishing and self._renamed_into_place():
+            # Too late to cancel: the new file is the AOF now.
+            self._switch_to(rewrite)
+        elif rewrite is not None:
             log.info("AOF rewrite cancelled")
-            self._drop_rewrite_file(self.rewrite)
+            self._drop_rewrite_file(rewrite)
             self.rewrite = None
             self.rewrite_finishing = False
             self.rewrite_becomes_live = False
             self.server.refresh_event_recording()
+
+    def _renamed_into_place(self) -> bool:
+        """Whether the finished rewrite's fsync and rename, in the rewrite's thread,
+        succeeded: waited for, since removing its file meanwhile could not stop the rename,
+        and a next rewrite reuses the file's name (its partial file would be renamed)."""
+        assert self._commit is not None
+        exc = self._commit.exception()
+        if exc is not None:
+            log.warning("Background AOF rewrite failed: %s", exc)
+        return exc is None
 
     def maybe_auto_rewrite(self) -> None:
         """auto-aof-rewrite-percentage / -min-size, checked by the cron as Disque does."""
