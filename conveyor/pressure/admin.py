@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from conveyor.pressure import scripts
 from conveyor.pressure.control import read
 from conveyor.pressure.errors import QueueInUse
 from conveyor.pressure.keys import (
@@ -19,13 +20,10 @@ from conveyor.pressure.keys import (
     name_from_bound_key,
 )
 from conveyor.pressure.steps import (
-    Command,
     Step,
     has_room,
     missing,
-    multi,
     one,
-    push_token,
     to_int,
     to_text,
 )
@@ -135,11 +133,11 @@ def unlock(
                     f"the {role} role of queue {keys.name!r} is held by {holders[role]}, "
                     "which is still running; stop it first or pass force"
                 )
-    commands: list[Command] = []
+    pushes: list[scripts.GiveBack] = []
     if release["producer"]:
-        commands.extend(push_token(keys.producer_free))
+        pushes.append((keys.producer_free, "token", 0))
     if release["consumer"]:
-        commands.extend(push_token(keys.consumer_free))
+        pushes.append((keys.consumer_free, "token", 0))
     # Room without :not_full is lost room: a producer killed between taking :not_full and
     # pushing, or a consumer whose popped element was lost before it pushed :not_full
     # back (killed, or its connection dropped with the BRPOP's reply); an empty queue
@@ -152,9 +150,10 @@ def unlock(
         and has_room(to_int(bound, keys.bound), int(size))
     )
     if restore_room:
-        commands.extend(push_token(keys.not_full))
-    if commands:
-        yield multi(*commands)
+        pushes.append((keys.not_full, "token", 0))
+    # The give-back script, not a MULTI: Redis runs it over maxmemory, when a role stranded
+    # by a client that died there must still be recoverable.
+    yield from scripts.release(*pushes)
     return UnlockResult(
         producer=holders["producer"],
         consumer=holders["consumer"],

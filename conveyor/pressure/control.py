@@ -1,10 +1,12 @@
-"""Lua scripts of the operations off the put/get fast path: reads.
+"""Lua scripts of the operations off the put/get fast path: reads and close.
 
 They replace MULTI/EXEC batches with the same commands, for two reasons:
 
 - Redis over `maxmemory` (policy noeviction) refuses every MULTI, even one that only reads,
-  so an operator could not even look at a full Redis (`stats`, `length`, `closed`). A
-  script is refused only at its first write that may grow memory: `read` never writes.
+  so an operator could not even look at a full Redis (`stats`, `length`, `closed`) nor
+  close a queue so that its consumers finish. A script is refused only at its first write
+  that may grow memory: `read` never writes, and `close` writes first with a no-op PERSIST
+  (see `scripts`), so it runs to its end.
 - Redis errors inside a batch reached the caller annotated by redis-py, differently by the
   sync and the asyncio client. A script traps them and answers {"ERROR", "CMD key: error"},
   so both clients report the same precise text.
@@ -19,7 +21,9 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from conveyor.pressure.scripts import ERROR, encoded
+from conveyor.pressure.errors import QueueClosed
+from conveyor.pressure.keys import QueueKeys
+from conveyor.pressure.scripts import CLOSED, ERROR, PRELUDE, check, encoded
 from conveyor.pressure.steps import Eval, LuaScript, Step, to_text
 
 # What `read` may send: nothing that writes, so it runs over maxmemory and on replicas.
@@ -52,7 +56,42 @@ end
 return replies
 """
 
+# KEYS: :bound :closed :producer_free :producer.  ARGV: stage ("take" or "held"), uid.
+_CLOSE = """
+local stage, uid = ARGV[1], ARGV[2]
+local held = stage ~= 'take'   -- we hold the producer token
+
+local function close()
+  -- Written first, so that Redis over maxmemory runs the whole script (see `writing`): a
+  -- close adds two small markers, and is what lets consumers finish a queue at the limit.
+  writing(KEYS[3])
+  if stage == 'take' then
+    -- [GET :bound, EXISTS :closed, RPOP :producer_free]
+    local bound = call('GET', KEYS[1])
+    local closed = call('EXISTS', KEYS[2])
+    held = call('RPOP', KEYS[3]) ~= false  -- as the batch did; given back below
+    if not bound then return {'MISSING'} end
+    if closed == 1 then return {'CLOSED'} end
+    if not held then return {'BUSY'} end
+  end
+  -- [SET :producer uid, GET :bound, LLEN :closed]
+  call('SET', KEYS[4], uid)
+  if not call('GET', KEYS[1]) then return {'MISSING'} end
+  if call('LLEN', KEYS[2]) > 0 then return {'CLOSED'} end
+  -- {LPUSH :closed 0 0, token :producer_free}
+  call('LPUSH', KEYS[2], 0, 0)
+  return {'OK'}
+end
+
+local ok, reply = pcall(close)
+if not ok then reply = {'ERROR', message(reply)} end
+if held then token(KEYS[3]) end
+if failed and reply[1] ~= 'ERROR' then reply = {'ERROR', failed} end
+return reply
+"""
+
 READ = LuaScript("pressure-read", _CALL + _READ)
+CLOSE = LuaScript("pressure-close", PRELUDE + _CALL + _CLOSE)
 
 
 def read(*reads: Read) -> Step[list[Any]]:
@@ -64,6 +103,19 @@ def read(*reads: Read) -> Step[list[Any]]:
     )
     raise_error(reply)
     return list(reply[1:])
+
+
+def close_call(keys: QueueKeys, stage: str, uid: str) -> Eval:
+    return Eval(
+        CLOSE, encoded(keys.bound, keys.closed, keys.producer_free, keys.producer), (stage, uid)
+    )
+
+
+def check_close(keys: QueueKeys, reply: list[Any]) -> None:
+    """Raise the error a close script's reply stands for (OK and BUSY pass)."""
+    if reply[0] == CLOSED:  # the rules: closing a closed queue "is an error"
+        raise QueueClosed(f"queue {keys.name!r} is already closed")
+    check(keys, reply)
 
 
 def raise_error(reply: list[Any]) -> None:

@@ -21,7 +21,6 @@ from conveyor.pressure import control, scripts
 from conveyor.pressure.admin import QueueStats, UnlockResult, list_queues, stats, unlock
 from conveyor.pressure.errors import (
     QueueAlreadyExists,
-    QueueClosed,
     QueueEmpty,
     QueueFull,
     QueueInUse,
@@ -184,32 +183,22 @@ def get(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Ste
 
 def close(keys: QueueKeys, uid: str, *, block: bool, timeout: float | None) -> Step[None]:
     deadline = Deadline(timeout)
-    bound, closed, token = yield multi(
-        ("GET", keys.bound), ("EXISTS", keys.closed), ("RPOP", keys.producer_free)
-    )
-    held = token is not None
-    on_release: list[scripts.GiveBack] = []
+    role = Role()
     try:
-        if bound is None:
-            raise missing(keys)
-        if closed:
-            raise QueueClosed(f"queue {keys.name!r} is already closed")
-        if not held:
+        # One script of the batches [GET :bound, EXISTS :closed, RPOP :producer_free],
+        # [SET :producer UID, GET :bound, LLEN :closed], {LPUSH :closed 0 0, token
+        # :producer_free}; it answers BUSY, holding nothing, when another producer has the role.
+        reply = yield from run_script(control.close_call(keys, scripts.TAKE, uid), role)
+        if reply[0] == scripts.BUSY:
             if block:
-                held = yield from wait_role(keys, keys.producer_free, deadline)
-            if not held:
+                role.held = yield from wait_role(keys, keys.producer_free, deadline)
+            if not role.held:
                 raise QueueInUse(f"queue {keys.name!r} has another producer")
-        _, bound, markers = yield multi(
-            ("SET", keys.producer, uid), ("GET", keys.bound), ("LLEN", keys.closed)
-        )
-        if bound is None:
-            raise missing(keys)
-        if markers:
-            raise QueueClosed(f"queue {keys.name!r} is already closed")
-        on_release = [(keys.closed, "lpush", 0), (keys.closed, "lpush", 0)]
+            reply = yield from run_script(control.close_call(keys, scripts.HELD, uid), role)
+        control.check_close(keys, reply)
     finally:
-        if held:
-            yield from scripts.release(*on_release, (keys.producer_free, "token", 0))
+        if role.held:
+            yield from scripts.release((keys.producer_free, "token", 0))
 
 
 def delete(keys: QueueKeys, *, timeout: float | None) -> Step[None]:

@@ -54,3 +54,18 @@ def test_wrong_type_in_inspection_names_command_and_key_in_both_clients(
     expected = f"Redis at {q.address} rejected a command: GET {q.keys.bound}: {WRONGTYPE}"
     assert sync_error(q.closed) == expected
     assert async_error(lambda aq: aq.closed(), q) == expected
+
+
+def test_wrong_type_in_close_names_command_and_key_and_keeps_the_role(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q = make_queue()
+    q.create()
+    raw.delete(q.keys.bound)
+    raw.rpush(q.keys.bound, "0")
+    expected = f"Redis at {q.address} rejected a command: GET {q.keys.bound}: {WRONGTYPE}"
+    assert sync_error(q.close) == expected
+    assert async_error(lambda aq: aq.close(), q) == expected
+    # The error stopped the close before it took the producer role, so the role is free.
+    assert raw.lrange(q.keys.producer_free, 0, -1) == [b"1"]
+    assert not raw.exists(q.keys.closed)

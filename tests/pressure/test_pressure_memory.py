@@ -17,6 +17,7 @@ from pressure_helpers import QueueFactory, background, wait_until
 from conveyor.pressure import (
     AsyncPressureQueue,
     PressureProtocolError,
+    QueueClosed,
     QueueEmpty,
     QueueFull,
     QueueStats,
@@ -44,7 +45,7 @@ def test_failures_under_maxmemory_give_the_roles_back(
             q.get(timeout=0.05)
         assert raw.llen(q.keys.consumer_free) == 1
         with pytest.raises(PressureProtocolError, match="maxmemory"):
-            q.close()
+            q.put_nowait("refused")
         assert raw.llen(q.keys.producer_free) == 1
     q.put("a")
     # Waiting for room, holding the role, when memory runs out: its timeout gives it back.
@@ -135,3 +136,33 @@ def test_inspection_works_over_maxmemory_sync_and_async(
         1,
         False,
     )
+
+
+def test_close_and_unlock_work_over_maxmemory_sync_and_async(
+    make_queue: QueueFactory, raw: redis.Redis
+) -> None:
+    q, other = make_queue("q"), make_queue("other")
+    for queue in (q, other):
+        queue.create(bound=1)
+        queue.put("a")
+    # Both roles of q stranded by clients that died (a token popped, never given back).
+    raw.rpop(q.keys.producer_free)
+    raw.rpop(q.keys.consumer_free)
+    raw.set(q.keys.producer, "ghost")
+    raw.set(q.keys.consumer, "ghost")
+
+    async def close_other() -> None:
+        async with AsyncPressureQueue("other", redis_url=q.redis_url, prefix=q.prefix) as aq:
+            await aq.close()
+
+    with out_of_memory(raw):
+        result = q.unlock()
+        assert result.producer_released and result.consumer_released
+        q.close()  # closing is how the consumers of a full Redis get to finish
+        asyncio.run(close_other())
+        for queue in (q, other):
+            assert raw.llen(queue.keys.closed) == 2
+            assert raw.llen(queue.keys.producer_free) == 1
+            assert queue.get_nowait() == b"a"
+            with pytest.raises(QueueClosed):
+                queue.get_nowait()
