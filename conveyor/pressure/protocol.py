@@ -35,7 +35,6 @@ from conveyor.pressure.steps import (
     Step,
     closed_error,
     missing,
-    multi,
     one,
     run_script,
     to_text,
@@ -82,10 +81,13 @@ def create(keys: QueueKeys, bound: int) -> Step[None]:
     (created,) = yield one("SETNX", keys.bound, bound)
     if not created:
         raise QueueAlreadyExists(f"queue {keys.name!r} already exists")
-    yield multi(
-        ("LPUSH", keys.producer_free, 1),
-        ("LPUSH", keys.consumer_free, 1),
-        ("LPUSH", keys.not_full, 1),
+    # The tokens go in the give-back script, not a MULTI: if the SETNX took Redis over its
+    # maxmemory, a refused MULTI would leave :bound without tokens, a queue on which every
+    # put and get waits forever; the script (PERSIST first) is run to its end.
+    yield from scripts.release(
+        (keys.producer_free, "lpush", 1),
+        (keys.consumer_free, "lpush", 1),
+        (keys.not_full, "lpush", 1),
     )
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import redis
-from pressure_helpers import QueueFactory, background, wait_until
+from pressure_helpers import QueueFactory, RedisServer, background, keyspace, wait_until
 
 from conveyor.pressure import (
     AsyncPressureQueue,
     PressureProtocolError,
+    PressureQueue,
     QueueClosed,
     QueueEmpty,
     QueueFull,
@@ -166,3 +168,32 @@ def test_close_and_unlock_work_over_maxmemory_sync_and_async(
             assert queue.get_nowait() == b"a"
             with pytest.raises(QueueClosed):
                 queue.get_nowait()
+
+
+class MemoryRunsOutAfterSetnx(redis.Redis):
+    """A client whose SETNX is the write that takes Redis over its maxmemory."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        reply = super().execute_command(*args, **options)
+        if args[0] == "SETNX":
+            super().execute_command("CONFIG", "SET", "maxmemory", 1)
+        return reply
+
+
+def test_create_that_crosses_maxmemory_still_makes_a_whole_queue(
+    redis_server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    client = MemoryRunsOutAfterSetnx(host="127.0.0.1", port=redis_server.port)
+    q = PressureQueue("q", prefix=prefix, client=client)
+    try:
+        q.create(bound=2)
+    finally:
+        raw.config_set("maxmemory", 0)
+        client.close()
+    # Not a :bound without tokens, on which every put and get would wait forever.
+    assert keyspace(raw, prefix, "q") == {
+        "bound": ("string", "2"),
+        "producer_free": ("list", 1),
+        "consumer_free": ("list", 1),
+        "not_full": ("list", 1),
+    }
