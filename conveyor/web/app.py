@@ -105,7 +105,9 @@ def _allowed_methods(app: FastAPI, request: Request) -> str:
 def _install_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
-        return _error(request, exc.status, exc.code, exc.message)
+        response = _error(request, exc.status, exc.code, exc.message)
+        response.headers.update(exc.headers)
+        return response
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

@@ -3,7 +3,7 @@
 RQ's keys (`env`, `host`, `port`, `addr`, `tmpdir`, `relative_root`, `basic_auth`,
 `allow_new_queue`) keep their meaning, so an RQ config.json loads unchanged. Conveyor adds
 `nodes`, `node_password`, `queues_dirs`, `api_tokens`, `read_only`, `secret_key`,
-`data_dir` (attachments are stored under it) and `max_attachment_mb`.
+`data_dir` (attachments are stored under it), `max_attachment_mb` and `max_streams`.
 Command-line options override the file.
 """
 
@@ -34,6 +34,7 @@ _KNOWN_KEYS = frozenset(
         "secret_key",
         "data_dir",
         "max_attachment_mb",
+        "max_streams",
     }
 )
 _MIN_TOKEN_CHARS = 16
@@ -77,6 +78,8 @@ class WebConfig:
     # runs on this host (see Console.attachment_store).
     data_dir: Path | None = None
     max_attachment_bytes: int = 4096 * 1024 * 1024
+    # Live streams (each a task rendering every second) open at once; more are a 503.
+    max_streams: int = 100
 
     @property
     def auth_enabled(self) -> bool:
@@ -140,7 +143,15 @@ def _from_doc(doc: dict[str, Any]) -> WebConfig:
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1024 * 1024:
         raise ValueError("'max_attachment_mb' must be a whole number of megabytes, 1..1048576")
     config.max_attachment_bytes = size * 1024 * 1024
+    config.max_streams = _whole(doc, "max_streams", config.max_streams, 1, 100_000)
     return config
+
+
+def _whole(doc: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = doc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"'{key}' must be a whole number in {low}..{high}, not {value!r}")
+    return value
 
 
 def _text(doc: dict[str, Any], key: str, default: str) -> str:

@@ -19,6 +19,7 @@ from conveyor.web.config import Principal, WebConfig
 from conveyor.web.gateway import ApiError, Gateway
 from conveyor.web.ids import printable
 from conveyor.web.sampler import Sampler
+from conveyor.web.streams import StreamSlots
 from conveyor.web.workdirs import QueueDirs
 
 MAX_NAME = 1024  # bytes in a queue name the console passes on; the node has its own limits
@@ -32,6 +33,7 @@ class Console:
     gateway: Gateway
     dirs: QueueDirs
     sampler: Sampler
+    streams: StreamSlots = field(default_factory=lambda: StreamSlots(100))
     registry: Any = None  # /metrics' prometheus registry, made on the first scrape
     _store: AttachmentStore | None = None
     _store_error: tuple[float, str] | None = None
@@ -41,7 +43,8 @@ class Console:
     def create(cls, config: WebConfig) -> Console:
         gateway = Gateway(config.nodes, config.node_password)
         dirs = QueueDirs(config.queues_dirs)
-        return cls(config, gateway, dirs, Sampler(gateway, dirs))
+        streams = StreamSlots(config.max_streams)
+        return cls(config, gateway, dirs, Sampler(gateway, dirs), streams)
 
     def close(self) -> None:
         self.gateway.close()

@@ -4,7 +4,8 @@ Every second a stream re-renders its page's fragments and sends those that chang
 (`event: fragments`, `{element id: html}`); the message page's stream also sends the log as
 it grows (`event: log`, the first one with `reset`). A stream ends after MAX_STREAM_S and the
 browser's EventSource reconnects by itself, so no stream lives forever; one whose browser
-went away stops at its next tick.
+went away stops at its next tick. Each holds one of the console's `max_streams` slots until
+it ends, whichever way (see conveyor.web.streams).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from conveyor.web import pages_ops, views, workdirs
 from conveyor.web.ansi import AnsiRenderer
 from conveyor.web.console import Console, console
 from conveyor.web.gateway import ApiError
 from conveyor.web.pages import STATE
+from conveyor.web.streams import StreamSlot
 
 router = APIRouter(include_in_schema=False)
 log = logging.getLogger("conveyor.web")
@@ -67,12 +70,30 @@ async def _stream(request: Request, build: Callable[[], Events]) -> AsyncIterato
         await asyncio.sleep(TICK_S)
 
 
+class _SlotResponse(StreamingResponse):
+    """A stream that gives its slot back however it ends: its 10 minutes over, the client
+    gone (an error writing, or Starlette cancelling it), the server shutting down (the
+    task cancelled)."""
+
+    def __init__(self, slot: StreamSlot, stream: AsyncIterator[bytes]) -> None:
+        super().__init__(
+            stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.release()
+
+
 def _response(request: Request, build: Callable[[], Events]) -> StreamingResponse:
-    return StreamingResponse(
-        _stream(request, build),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    # Taken last, so nothing between here and the response being served can raise.
+    slot = console(request).streams.take()
+    return _SlotResponse(slot, _stream(request, build))
 
 
 @router.get("/events/overview")

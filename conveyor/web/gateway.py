@@ -28,11 +28,14 @@ from conveyor.client import (
 class ApiError(Exception):
     """An error answered as `{"error": {"code", "message"}}` with `status`."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
 
 # Most specific first: the typed client errors derive from each other in places.

@@ -66,6 +66,7 @@ class SnapshotCollector(Collector):
         yield from self._queues(list(snap.queues.values()))
         yield self._jobs(snap.nodes, snap.totals()["queued"])
         yield from _workers(api_ops.workers(self.console))
+        yield from _streams(self.console)
 
     def _jobs(self, nodes: list[dict[str, Any]], queued: int) -> Metric:
         """Jobs by state across the nodes: queued (the queues' lengths) and the rest
@@ -121,6 +122,14 @@ class SnapshotCollector(Collector):
             for state, count in (queue.get("messages") or {}).items():
                 messages.add_metric([name, state], count)
         yield from (length, blocked, jobs_in, jobs_out, paused, messages)
+
+
+def _streams(c: Console) -> Iterator[Metric]:
+    open_now = GaugeMetricFamily("conveyor_console_streams", "Live streams open (live pages)")
+    open_now.add_metric([], c.streams.open)
+    limit = GaugeMetricFamily("conveyor_console_streams_max", "Live streams allowed at once")
+    limit.add_metric([], c.streams.limit)
+    yield from (open_now, limit)
 
 
 def _cluster(nodes: list[dict[str, Any]]) -> Iterator[Metric]:

@@ -8,6 +8,10 @@
   var streamUrl = body.dataset.stream || "";
   var toggle = document.getElementById("live-toggle");
   var source = null;
+  var retry = null;
+  // A refused stream (503: the console's max_streams reached) is not retried by the
+  // browser: ask again after the Retry-After the console sends.
+  var RETRY_MS = 15000;
   var paused = window.localStorage.getItem("conveyor-live") === "paused";
 
   function setLive(text, state) {
@@ -38,17 +42,24 @@
 
   function start() {
     if (!streamUrl || source) return;
-    source = new EventSource(streamUrl);
+    var opened = source = new EventSource(streamUrl);
     source.addEventListener("fragments", applyFragments);
     source.addEventListener("log", applyLog);
     source.addEventListener("problem", function (event) {
       flash(false, JSON.parse(event.data).message);
     });
     source.onopen = function () { setLive("● live", "live"); };
-    source.onerror = function () { setLive("○ reconnecting", "error"); };
+    source.onerror = function () {
+      if (source === opened && opened.readyState === EventSource.CLOSED) {
+        source = null;
+        retry = window.setTimeout(function () { retry = null; if (!paused) start(); }, RETRY_MS);
+      }
+      setLive("○ reconnecting", "error");
+    };
   }
 
   function stop() {
+    if (retry) { window.clearTimeout(retry); retry = null; }
     if (source) { source.close(); source = null; }
     setLive("❚❚ paused", "paused");
   }

@@ -1,0 +1,126 @@
+"""Live streams: at most `max_streams` open at once, each giving its slot back however it
+ends."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
+import httpx
+
+from conveyor.web import events
+from conveyor.web.app import create_app
+from conveyor.web.config import WebConfigError, load_config
+from tests.conftest import free_port
+from tests.servers import NodeProcess
+from tests.web.conftest import WebProcess, wait_for
+
+
+@pytest.fixture(scope="module")
+def two_streams_web(
+    tmp_path_factory: pytest.TempPathFactory, node: NodeProcess, queues_dir: Path
+) -> Iterator[WebProcess]:
+    started = WebProcess(tmp_path_factory.mktemp("web2"), node, {"max_streams": 2}, queues_dir)
+    yield started
+    started.stop()
+
+
+def _gauge(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=15).text
+    match = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert match, f"{name} not in /metrics"
+    return float(match.group(1))
+
+
+def test_streams_past_max_streams_are_refused_until_one_ends(two_streams_web: WebProcess) -> None:
+    url = two_streams_web.url
+    with httpx.Client(timeout=10) as client, ExitStack() as open_streams:
+        streams, readers = [], []  # a reader dropped would close its connection
+        for path in ("/events/overview", "/events/workers"):
+            stream = open_streams.enter_context(client.stream("GET", url + path))
+            assert stream.status_code == 200
+            readers.append(stream.iter_lines())
+            assert next(readers[-1]) == "retry: 2000"
+            streams.append(stream)
+        assert _gauge(url, "conveyor_console_streams") == 2
+        refused = client.get(url + "/events/q/jobs")
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "15"
+        error = refused.json()["error"]
+        assert error["code"] == "too_many_streams" and "2 live streams" in error["message"]
+        # Pages themselves are not streams: still served.
+        assert client.get(url + "/workers").status_code == 200
+
+        streams[0].close()  # the client goes away: its slot comes back
+        wait_for(lambda: _gauge(url, "conveyor_console_streams") == 1, "a slot freed")
+        with client.stream("GET", url + "/events/q/jobs") as again:
+            assert again.status_code == 200
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "10", 1.5, 100_001])
+def test_max_streams_must_be_a_sensible_whole_number(bad: object) -> None:
+    with pytest.raises(
+        WebConfigError, match=r"'max_streams' must be a whole number in 1\.\.100000"
+    ):
+        load_config(None, max_streams=bad)
+
+
+def _asgi_scope(path: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 3333),
+    }
+
+
+async def _serve_stream(app: Any, cancel_after_first_chunk: bool) -> None:
+    """One /events/workers stream served by the app in this process (no node needed), as
+    uvicorn would: cancelled (as at shutdown) once it sent its first chunk, or left to end."""
+    first_chunk = asyncio.Event()
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            first_chunk.set()
+
+    task = asyncio.create_task(app(_asgi_scope("/events/workers"), receive, send))
+    await asyncio.wait_for(first_chunk.wait(), 10)
+    if cancel_after_first_chunk:
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.parametrize("way_out", ["ten minutes over", "cancelled at shutdown"])
+def test_a_stream_gives_its_slot_back(
+    way_out: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if way_out == "ten minutes over":
+        monkeypatch.setattr(events, "MAX_STREAM_S", 0.0)
+    config = load_config(None, nodes=f"127.0.0.1:{free_port()}", max_streams=1)
+    app = create_app(config)
+    the_console = app.fastapi.state.console  # type: ignore[attr-defined]
+    try:
+        asyncio.run(_serve_stream(app, cancel_after_first_chunk=way_out != "ten minutes over"))
+        assert the_console.streams.open == 0
+        the_console.streams.take().release()  # the one slot can be taken again
+    finally:
+        the_console.close()
