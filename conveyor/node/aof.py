@@ -16,8 +16,8 @@ A failed write is a state, as in Disque: records stay buffered, INFO says `err`,
 commands (and PING) get `-MISCONF`, the write is retried every 100 ms and the node goes
 back to normal by itself once it succeeds. With `always`, replies that may depend on
 the failed records wait for the retry; other clients' replies do not. A failed fsync
-is retried the same way under `everysec`; under `always` the node exits, as Redis does
-(`_exit_for_fsync_error` says why).
+under `everysec` refuses writes the same way until an fsync (the cron's, each second)
+succeeds; under `always` the node exits, as Redis does (`_exit_for_fsync_error` says why).
 
 Holding and releasing the replies is in node/aof_replies.py, loading at start and
 rewrites in node/aof_load.py and node/aof_rewrite.py.
@@ -25,6 +25,7 @@ rewrites in node/aof_load.py and node/aof_rewrite.py.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -66,6 +67,8 @@ class AofDriver(HeldReplies, RewriteMixin):
         # Files replaced or closed while an fsync may still use them: closed after it.
         self._retired: list[AppendFile] = []
         self.failed = False  # the last write or fsync failed (MISCONF)
+        # everysec: the last fsync failed; writes are refused until one succeeds (Redis).
+        self._fsync_error: OSError | None = None
         self.delayed_fsync = 0
         self.loading = False
         self.load_stats: LoadStats | None = None
@@ -102,6 +105,9 @@ class AofDriver(HeldReplies, RewriteMixin):
         sys.setswitchinterval(FSYNC_SWITCH_INTERVAL_S if fast_switch else DEFAULT_SWITCH_INTERVAL_S)
         self.held_across_fsyncs = fast_switch
         self.server.reply_gate = self.waiting if gated else None
+        no_fsyncs = not gated or self.server.config["appendfsync"] == "no"
+        if self._fsync_error is not None and no_fsyncs:
+            self._fsync_solved()  # nothing is promised on fsyncs any more
         if not gated:
             # Nothing may stay held once replies are not gated any more (appendonly no,
             # the usual answer to MISCONF), not even what a failing disk held back.
@@ -217,7 +223,7 @@ class AofDriver(HeldReplies, RewriteMixin):
             ok = False
         if self.rewrite is not None and not self.rewrite.file.flush():
             ok = False
-        self._set_failed(not ok)
+        self._set_failed(not ok or self._fsync_error is not None)
         return ok
 
     def _needs_sync(self) -> bool:
@@ -261,6 +267,9 @@ class AofDriver(HeldReplies, RewriteMixin):
             # Synced; or closed meanwhile (appendonly no, shutdown), after an fsync of its
             # own: nothing gates these replies any more.
             self.release(self._inflight)
+            if exc is None and synced is live and self._fsync_error is not None:
+                log.warning("AOF fsync error looks solved, Conveyor can write again.")
+                self._fsync_solved()
         elif synced is live:
             self._sync_failed(live, exc)
             return
@@ -280,13 +289,21 @@ class AofDriver(HeldReplies, RewriteMixin):
     def _sync_failed(self, live: AppendFile, exc: BaseException) -> None:
         if self.always or self._inflight:
             self._exit_for_fsync_error(exc)
-        # everysec: nothing was promised on this fsync; -MISCONF until a retry succeeds.
+        # everysec: nothing was promised on this fsync; -MISCONF until one succeeds (the
+        # cron tries again each second): a write that succeeds proves nothing about it.
         log.warning("fsync of the AOF failed: %s", exc)
         live.written_since_sync = True
-        if isinstance(exc, OSError):
-            live.last_error = exc
+        if not isinstance(exc, OSError):
+            exc = OSError(errno.EIO, str(exc))
+        self._fsync_error = live.last_error = exc
         self._set_failed(True)
-        self._arm_retry()
+
+    def _fsync_solved(self) -> None:
+        error, self._fsync_error = self._fsync_error, None
+        live = self.live
+        if live is not None and live.last_error is error:
+            live.last_error = None
+        self._set_failed(live is not None and live.last_error is not None)
 
     def _exit_for_fsync_error(self, exc: BaseException) -> NoReturn:
         # As Redis. On Linux a failed fsync may leave the pages it could not write marked
@@ -350,7 +367,9 @@ class AofDriver(HeldReplies, RewriteMixin):
         self._cron = None
         live = self.live
         config = self.server.config
-        if live is not None and config["appendfsync"] == "everysec" and self._needs_sync():
+        # A failed fsync is tried again whatever the policy: writes wait for it (MISCONF).
+        wants_sync = config["appendfsync"] == "everysec" or self._fsync_error is not None
+        if live is not None and wants_sync and self._needs_sync():
             if self.sync_inflight:
                 self.delayed_fsync += 1
             else:
