@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError
 from conveyor.pressure import protocol
 from conveyor.pressure.config import (
     client_options,
+    describe_client,
     holder_alive,
     no_backoff,
 )
@@ -137,6 +138,8 @@ class AsyncPressureQueue(QueueSettings):
         super().__init__(name, redis_url, prefix, client_uid)
         self._owns_client = client is None
         self._redis = client if client is not None else make_async_client(self.redis_url)
+        if client is not None:  # errors name the server we talk to, not an unused URL
+            self.address = describe_client(client)
 
     async def _run(self, step: Step[T]) -> T:
         return await run_async(self._redis, step, self.address)

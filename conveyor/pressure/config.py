@@ -78,6 +78,15 @@ def describe_url(url: str) -> str:
     return f"{options.get('host', 'localhost')}:{options.get('port', DEFAULT_PORT)}/{db}"
 
 
+def describe_client(client: Any) -> str:
+    """`host:port/db` (or the socket path) a redis-py client (sync or asyncio) connects to."""
+    options = client.connection_pool.connection_kwargs
+    db = options.get("db", DEFAULT_DB)
+    if "path" in options:
+        return f"unix:{options['path']}/{db}"
+    return f"{options.get('host', 'localhost')}:{options.get('port', DEFAULT_PORT)}/{db}"
+
+
 def client_options(retry: Any) -> dict[str, Any]:
     """Keyword arguments for `Redis.from_url`; options given in the URL's query still win."""
     # No retries: a retried MULTI/EXEC whose reply was lost would push or pop twice, and a

@@ -14,6 +14,7 @@ from conveyor.pressure import protocol
 from conveyor.pressure.config import (
     client_options,
     default_uid,
+    describe_client,
     describe_url,
     holder_alive,
     no_backoff,
@@ -149,6 +150,8 @@ class PressureQueue(QueueSettings):
         super().__init__(name, redis_url, prefix, client_uid)
         self._owns_client = client is None
         self._redis = client if client is not None else make_client(self.redis_url)
+        if client is not None:  # errors name the server we talk to, not an unused URL
+            self.address = describe_client(client)
 
     def _run(self, step: Step[T]) -> T:
         return run_sync(self._redis, step, self.address)
@@ -258,9 +261,10 @@ def list_queues(
     url = resolve_url(redis_url)
     owned = client is None
     redis_client = client if client is not None else make_client(url)
+    address = describe_url(url) if owned else describe_client(redis_client)
     try:
         step = protocol.list_queues(resolve_prefix(prefix))
-        return run_sync(redis_client, step, describe_url(url))
+        return run_sync(redis_client, step, address)
     finally:
         if owned:
             redis_client.close()

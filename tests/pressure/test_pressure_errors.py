@@ -7,14 +7,18 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import redis
-from pressure_helpers import QueueFactory
+from pressure_helpers import QueueFactory, free_port
 
 from conveyor.pressure import (
     AsyncPressureQueue,
+    PressureConnectionError,
     PressureError,
     PressureProtocolError,
     PressureQueue,
+    list_queues,
 )
+from conveyor.pressure.aio import make_async_client
+from conveyor.pressure.queue import make_client
 
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -69,3 +73,24 @@ def test_wrong_type_in_close_names_command_and_key_and_keeps_the_role(
     # The error stopped the close before it took the producer role, so the role is free.
     assert raw.lrange(q.keys.producer_free, 0, -1) == [b"1"]
     assert not raw.exists(q.keys.closed)
+
+
+def test_errors_name_the_server_of_a_client_passed_in() -> None:
+    port = free_port()  # nothing listens there
+    where = f"cannot reach Redis at 127.0.0.1:{port}/3:"
+    # Built by the library's own factories only for their no-retry settings (fast failure).
+    client = make_client(f"redis://127.0.0.1:{port}/3")
+    with pytest.raises(PressureConnectionError, match=where):
+        PressureQueue("q", client=client).length()
+    with pytest.raises(PressureConnectionError, match=where):
+        list_queues(client=client)
+    client.close()
+
+    async def run() -> None:
+        async_client = make_async_client(f"redis://127.0.0.1:{port}/3")
+        async with AsyncPressureQueue("q", client=async_client) as aq:
+            with pytest.raises(PressureConnectionError, match=where):
+                await aq.length()
+        await async_client.aclose()
+
+    asyncio.run(run())
