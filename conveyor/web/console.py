@@ -19,7 +19,7 @@ from conveyor.web.config import Principal, WebConfig
 from conveyor.web.gateway import ApiError, Gateway
 from conveyor.web.ids import printable
 from conveyor.web.sampler import Sampler
-from conveyor.web.streams import StreamSlots
+from conveyor.web.streams import SampleCache, StreamSlots
 from conveyor.web.workdirs import QueueDirs
 
 MAX_NAME = 1024  # bytes in a queue name the console passes on; the node has its own limits
@@ -34,6 +34,8 @@ class Console:
     dirs: QueueDirs
     sampler: Sampler
     streams: StreamSlots = field(default_factory=lambda: StreamSlots(100))
+    # One sample a second per watched page, shared by the streams watching it.
+    samples: SampleCache = field(default_factory=SampleCache)
     registry: Any = None  # /metrics' prometheus registry, made on the first scrape
     _store: AttachmentStore | None = None
     _store_error: tuple[float, str] | None = None
@@ -44,7 +46,9 @@ class Console:
         gateway = Gateway(config.nodes, config.node_password)
         dirs = QueueDirs(config.queues_dirs)
         streams = StreamSlots(config.max_streams)
-        return cls(config, gateway, dirs, Sampler(gateway, dirs), streams)
+        # A key per watched page; no more pages are watched than streams may be open.
+        samples = SampleCache(max_entries=config.max_streams)
+        return cls(config, gateway, dirs, Sampler(gateway, dirs), streams, samples)
 
     def close(self) -> None:
         self.gateway.close()

@@ -5,7 +5,8 @@ Every second a stream re-renders its page's fragments and sends those that chang
 it grows (`event: log`, the first one with `reset`). A stream ends after MAX_STREAM_S and the
 browser's EventSource reconnects by itself, so no stream lives forever; one whose browser
 went away stops at its next tick. Each holds one of the console's `max_streams` slots until
-it ends, whichever way (see conveyor.web.streams).
+it ends, whichever way (see conveyor.web.streams); streams watching the same queue, message
+or dead letters share one sample a second.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from conveyor.web import pages_ops, views, workdirs
 from conveyor.web.ansi import AnsiRenderer
-from conveyor.web.console import Console, console
+from conveyor.web.console import Console, base_url, console
 from conveyor.web.gateway import ApiError
 from conveyor.web.pages import STATE
 from conveyor.web.streams import StreamSlot
@@ -121,7 +122,11 @@ def queue_events(
     base = views.base_context(c, request)
 
     def build() -> Events:
-        context = {**base, **views.queue_page(c, queue, state, offset, search)}
+        page = c.samples.get(
+            ("queue", queue, state, offset, search),
+            lambda: views.queue_page(c, queue, state, offset, search),
+        )
+        context = {**base, **page}
         return [("fragments", views.fragments(env, views.QUEUE_FRAGMENTS, context))]
 
     return _response(request, build)
@@ -165,9 +170,12 @@ def message_events(
     env = request.app.state.templates
     base = views.base_context(c, request)
     follower = _LogFollower(c, queue, msg_id)
+    # The page holds full URLs: streams reached under another host name sample apart.
+    key = ("message", queue, msg_id, base_url(request, c.config))
 
     def build() -> Events:
-        context = {**base, **views.message_page(c, request, queue, msg_id)}
+        page = c.samples.get(key, lambda: views.message_page(c, request, queue, msg_id))
+        context = {**base, **page}
         events: Events = [("fragments", views.fragments(env, views.MESSAGE_FRAGMENTS, context))]
         return events + follower.poll()
 
@@ -175,13 +183,18 @@ def message_events(
 
 
 def _fragments_stream(
-    request: Request, c: Console, names: dict[str, str], context: Callable[[], dict[str, Any]]
+    request: Request,
+    c: Console,
+    names: dict[str, str],
+    key: tuple[str, ...],
+    context: Callable[[], dict[str, Any]],
 ) -> StreamingResponse:
     env = request.app.state.templates
     base = views.base_context(c, request)
 
     def build() -> Events:
-        return [("fragments", views.fragments(env, names, {**base, **context()}))]
+        page = c.samples.get(key, context)
+        return [("fragments", views.fragments(env, names, {**base, **page}))]
 
     return _response(request, build)
 
@@ -193,18 +206,18 @@ def dead_letters_events(
     def context() -> dict[str, Any]:
         return {**pages_ops.dead_context(c, search), "search": search}
 
-    return _fragments_stream(request, c, pages_ops.DEAD_FRAGMENTS, context)
+    return _fragments_stream(request, c, pages_ops.DEAD_FRAGMENTS, ("dead", search), context)
 
 
 @router.get("/events/workers")
 def workers_events(request: Request, c: Console = Depends(console)) -> StreamingResponse:
     return _fragments_stream(
-        request, c, pages_ops.WORKERS_FRAGMENTS, lambda: pages_ops.workers_context(c)
+        request, c, pages_ops.WORKERS_FRAGMENTS, ("workers",), lambda: pages_ops.workers_context(c)
     )
 
 
 @router.get("/events/cluster")
 def cluster_events(request: Request, c: Console = Depends(console)) -> StreamingResponse:
     return _fragments_stream(
-        request, c, pages_ops.CLUSTER_FRAGMENTS, lambda: pages_ops.cluster_context(c)
+        request, c, pages_ops.CLUSTER_FRAGMENTS, ("cluster",), lambda: pages_ops.cluster_context(c)
     )

@@ -1,5 +1,5 @@
 """Live streams: at most `max_streams` open at once, each giving its slot back however it
-ends."""
+ends; streams watching the same thing share one sample a second."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ import pytest
 pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
 import httpx
 
+from conveyor.client import Client
 from conveyor.web import events
 from conveyor.web.app import create_app
 from conveyor.web.config import WebConfigError, load_config
+from conveyor.web.gateway import ApiError
+from conveyor.web.streams import SampleCache
 from tests.conftest import free_port
 from tests.servers import NodeProcess
 from tests.web.conftest import WebProcess, wait_for
@@ -124,3 +127,58 @@ def test_a_stream_gives_its_slot_back(
         the_console.streams.take().release()  # the one slot can be taken again
     finally:
         the_console.close()
+
+
+def _calls(node: NodeProcess, command: str) -> int:
+    client = Client([f"127.0.0.1:{node.port}"])
+    try:
+        stat = client.info("commandstats").get(f"cmdstat_{command}") or {}
+    finally:
+        client.close()
+    return int(stat.get("calls", 0))
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), [("/events/q/shared", "qpeek"), ("/events/dead-letters", "config")]
+)
+def test_streams_on_one_page_share_its_sample(
+    web: WebProcess, node: NodeProcess, path: str, command: str
+) -> None:
+    tabs, builds_each = 6, 2
+    node.client().execute_command("ADDJOB", "shared", "body", 0)
+    before = _calls(node, command)
+    with httpx.Client(timeout=10) as client, ExitStack() as open_streams:
+        streams = [
+            open_streams.enter_context(client.stream("GET", web.url + path)) for _ in range(tabs)
+        ]
+        readers = []  # a reader dropped would close its connection
+        for stream in streams:
+            assert stream.status_code == 200
+            lines = stream.iter_lines()
+            readers.append(lines)
+            # One event or idle comment per update the stream built.
+            built = 0
+            while built < builds_each:
+                line = next(lines)
+                built += line.startswith(("event:", ": idle"))
+    calls = _calls(node, command) - before
+    # Each stream asking for itself: tabs * builds_each calls at least (12); shared: one a
+    # second whatever the number of tabs.
+    assert 1 <= calls < tabs, calls
+
+
+def test_sample_cache_shares_errors_and_stays_bounded() -> None:
+    cache = SampleCache(ttl_s=60.0, max_entries=3)
+    taken: list[str] = []
+
+    def missing() -> None:
+        taken.append("x")
+        raise ApiError(404, "no_queue", "no queue 'x'")
+
+    for _ in range(3):
+        with pytest.raises(ApiError, match="no queue 'x'"):
+            cache.get("x", missing)
+    assert taken == ["x"]
+    for key in range(10):
+        assert cache.get(key, lambda key=key: key * 2) == key * 2
+    assert len(cache) == 3
