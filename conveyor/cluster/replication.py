@@ -365,12 +365,15 @@ class Replication(PlannedAdds):
     def achieved(self, job: Job, now_ms: int, acked: bool = False) -> None:
         """Enough copies (or, `acked`, another node acked it already): active, client
         answered; an externally replicated job is handed over (queued there unless
-        acked)."""
+        acked). An acked job held here is left in wait-repl for the caller to ack:
+        queued first, it would go at once to a consumer blocked on its queue (Disque
+        serves waiters only after the ack)."""
         pending = self.pending.pop(job.id, None)
         if pending is not None:  # as _answer does, one call less on every confirmed job
             self.core.replies.append(_tuple_new(Reply, (pending.token, b"+%s\r\n" % job.id)))
         if self.membership.myself.name in (job.nodes_delivered or ()):
-            self.core.replicated(job, now_ms)
+            if not acked:
+                self.core.replicated(job, now_ms)
         else:
             self._hand_over(job, () if acked else job.nodes_confirmed or (), now_ms)
 

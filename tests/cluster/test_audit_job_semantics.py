@@ -1,0 +1,56 @@
+"""Job semantics across real nodes found by the cluster audit: acks racing replication.
+
+Each test forms a small cluster of `conveyor server` processes on 127.0.0.1 and checks
+what the nodes say (replies, SHOW, INFO). C Disque 1.0-rc1 behaves as asserted.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tests.cluster.test_cluster_nodes import form, wait_for
+from tests.servers import NodeProcess
+
+
+def blocked_clients(node: NodeProcess) -> int:
+    return int(node.client().info("clients")["blocked_clients"])
+
+
+def test_a_job_acked_elsewhere_while_waiting_for_copies_is_not_delivered(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    """ADDJOB on node 0 waits for its third copy (node 2's queue is paused in); a client
+    acks the copy node 1 holds. Node 0 answers the producer and acks the job: the
+    consumer blocked on node 0 must not get it (Disque acks before serving waiters)."""
+    form(tmp_path, cluster, 3)
+    origin, holder, refusing = (node.client() for node in cluster)
+    assert refusing.execute_command("PAUSE", "q", "in") == b"in"  # takes no copy: no GOTJOB
+    got: list[object] = []
+    consumer = threading.Thread(
+        target=lambda: got.append(
+            cluster[0].client().execute_command("GETJOB", "TIMEOUT", "1000", "FROM", "q")
+        )
+    )
+    consumer.start()
+    wait_for(lambda: blocked_clients(cluster[0]) == 1, "the consumer blocks on node 0")
+    added: list[object] = []
+    producer = threading.Thread(
+        target=lambda: added.append(
+            cluster[0].client().execute_command("ADDJOB", "q", "body", "5000", "REPLICATE", "3")
+        )
+    )
+    producer.start()
+    copies: list[bytes] = []
+    wait_for(
+        lambda: bool(copies.extend(holder.execute_command("JSCAN", "QUEUE", "q")[1]) or copies),
+        "node 1 holds its copy",
+    )
+    assert holder.execute_command("ACKJOB", copies[0]) == 1
+    producer.join(10)
+    consumer.join(10)
+    assert added == [copies[0]]  # the producer is answered: acked counts as replicated
+    assert got == [None]  # the consumer timed out: an acked job is never handed out
+    shown = origin.execute_command("SHOW", copies[0])
+    assert shown is None or shown[5] == b"acked"  # acked, or collected already
+    assert origin.execute_command("QLEN", "q") == 0
