@@ -353,7 +353,11 @@ class AofDriver(HeldReplies, RewriteMixin):
     def _retry(self) -> None:
         self._retry_armed = False
         if self.failed:
-            self._flush()  # on success it sends (or syncs) what was held back; else re-arms
+            self._flush()  # on success it sends (or syncs) what was held back
+        if self.failed:
+            # Still failing: again in 100 ms, whether or not a client writes meanwhile
+            # (everysec and no answered every held reply, so nothing else would flush).
+            self._arm_retry()
 
     # -- once a second ---------------------------------------------------------------------
     def _arm_cron(self) -> None:
