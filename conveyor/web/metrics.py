@@ -63,7 +63,7 @@ class SnapshotCollector(Collector):
         snap = self.sampler.snapshot()
         yield from self._nodes(snap.nodes)
         yield from _cluster(snap.nodes)
-        yield from self._queues(list(snap.queues.values()))
+        yield from self._queues(list(snap.queues.values()), snap.offline)
         yield self._jobs(snap.nodes, snap.totals()["queued"])
         yield from _workers(api_ops.workers(self.console))
         yield from _streams(self.console)
@@ -92,7 +92,11 @@ class SnapshotCollector(Collector):
         yield up
         yield from families.values()
 
-    def _queues(self, queues: list[dict[str, Any]]) -> Iterator[Metric]:
+    def _queues(
+        self, queues: list[dict[str, Any]], offline: list[dict[str, Any]]
+    ) -> Iterator[Metric]:
+        """`offline`: queue directories whose node figures are unknown (no node answers);
+        their messages on disk are still counted."""
         labels = ["queue"]
         length = GaugeMetricFamily("conveyor_queue_length", "Jobs queued (QLEN)", labels=labels)
         blocked = GaugeMetricFamily(
@@ -119,8 +123,9 @@ class SnapshotCollector(Collector):
             pause = queue["pause"]
             paused.add_metric([name, "in"], 1.0 if pause in ("in", "all") else 0.0)
             paused.add_metric([name, "out"], 1.0 if pause in ("out", "all") else 0.0)
+        for queue in [*queues, *offline]:
             for state, count in (queue.get("messages") or {}).items():
-                messages.add_metric([name, state], count)
+                messages.add_metric([queue["name"], state], count)
         yield from (length, blocked, jobs_in, jobs_out, paused, messages)
 
 

@@ -33,6 +33,9 @@ class Snapshot:
     rate_in: float = 0.0
     rate_out: float = 0.0
     error: str | None = None  # the shared client could not reach any node
+    # With `error`: this host's queue directories not in `queues`, from disk only (name,
+    # messages by state, workers), so their err counts still show while no node answers.
+    offline: list[dict[str, Any]] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
         return {
@@ -88,7 +91,23 @@ class Sampler:
                 snap.queues[doc["name"]] = doc
         except ConveyorError as exc:
             snap.error = str(exc)
+            snap.offline = self._from_disk(snap.queues)
         return snap
+
+    def _from_disk(self, described: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        docs = []
+        for name in self.dirs.names()[:MAX_QUEUES]:
+            config = self.dirs.get(name)
+            if config is None or printable(name) in described:
+                continue
+            docs.append(
+                {
+                    "name": printable(name),
+                    "messages": workdirs.counts(config),
+                    "workers": config.num_workers,
+                }
+            )
+        return docs
 
     def _queue_names(self) -> list[str]:
         # QSCAN pages through every queue: bounded by the node's queue count, itself bounded

@@ -73,6 +73,7 @@ def overview(c: Console) -> dict[str, Any]:
         "snap": snap,
         "nodes": [n for n in snap.nodes],
         "queues": sorted(snap.queues.values(), key=lambda q: q["name"]),
+        "offline": snap.offline,
         "totals": snap.totals(),
         "chart": chart(list(c.sampler.history)),
     }

@@ -1,5 +1,6 @@
 """Live streams: at most `max_streams` open at once, each giving its slot back however it
-ends; streams watching the same thing share one sample a second."""
+ends; streams watching the same thing share one sample a second; the overview with no node
+answering."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,7 +25,7 @@ from conveyor.web.gateway import ApiError
 from conveyor.web.streams import SampleCache
 from tests.conftest import free_port
 from tests.servers import NodeProcess
-from tests.web.conftest import WebProcess, wait_for
+from tests.web.conftest import WebProcess, make_queue, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +184,22 @@ def test_sample_cache_shares_errors_and_stays_bounded() -> None:
     for key in range(10):
         assert cache.get(key, lambda key=key: key * 2) == key * 2
     assert len(cache) == 3
+
+
+def test_overview_with_no_node_shows_queue_directories_from_disk(
+    tmp_path: Path, queues_dir: Path
+) -> None:
+    parent = tmp_path / "queues"
+    make_queue(parent, "offline", queues_dir / "script.sh")
+    for name in ("D-1", "D-2"):
+        (parent / "offline" / "err" / name).mkdir(parents=True)
+    nobody = SimpleNamespace(port=free_port())  # nothing listens there
+    web = WebProcess(tmp_path, nobody, {}, parent)  # type: ignore[arg-type]
+    try:
+        page = httpx.get(f"{web.url}/", timeout=15).text
+        assert "node unreachable" in page and "No queues yet" not in page
+        assert re.search(r'href="/q/offline\?state=err">2</a>', page), page
+        metrics = httpx.get(f"{web.url}/metrics", timeout=15).text
+        assert 'conveyor_messages{queue="offline",state="err"} 2.0' in metrics
+    finally:
+        web.stop()
