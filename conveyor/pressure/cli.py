@@ -17,8 +17,10 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 from conveyor.pressure.errors import (
+    PressureConnectionError,
     PressureError,
     QueueClosed,
+    QueueDoesNotExist,
     QueueEmpty,
     QueueFull,
     QueueInUse,
@@ -199,16 +201,26 @@ def ls(long_format: bool) -> None:
     """List the queues under the prefix."""
     settings = _settings()
     names = list_queues(redis_url=settings.redis_url, prefix=settings.prefix)
+    unreadable = False
     for name in names:
         if not long_format:
             _echo_name_text(name)
             continue
         try:
             stats = settings.queue(name).stats()
-        except PressureError:
+        except QueueDoesNotExist:
             continue  # deleted since the scan
+        except PressureConnectionError:
+            raise  # the whole server: one message, not one per queue
+        except PressureError as exc:
+            # A queue whose keys are broken must show, not vanish from the listing.
+            click.echo(f"error: {exc}", err=True)
+            unreadable = True
+            continue
         closed = "closed" if stats.closed else "open"
         _echo_name_text(f"{name}\tbound={stats.bound}\tlength={stats.length}\t{closed}")
+    if unreadable:
+        sys.exit(EXIT_ERROR)
 
 
 @pressure.command()

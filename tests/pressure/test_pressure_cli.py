@@ -150,3 +150,18 @@ def test_real_subprocess(redis_server: RedisServer, raw: redis.Redis, prefix: st
     assert (
         missing.stderr == f"error: queue 'other' does not exist (no key '{prefix}:other:bound')\n"
     )
+
+
+def test_ls_long_reports_a_queue_it_cannot_read_instead_of_hiding_it(
+    cli: Invoke, raw: redis.Redis, prefix: str
+) -> None:
+    for name in ("a", "b", "c"):
+        assert cli("create", name).exit_code == 0
+    raw.set(f"{prefix}:b", "not a list")
+    listing = cli("ls", "-l")
+    assert listing.exit_code == 1
+    assert listing.stdout.splitlines() == [
+        "a\tbound=0\tlength=0\topen",
+        "c\tbound=0\tlength=0\topen",
+    ]
+    assert f"LLEN {prefix}:b: WRONGTYPE" in listing.stderr
