@@ -104,7 +104,10 @@ def chart(history: list[tuple[float, float, float]]) -> dict[str, Any]:
 
 
 def queue_page(c: Console, queue: str, state: str, offset: int, search: str) -> dict[str, Any]:
-    doc = queue_doc(c, queue)
+    try:
+        doc = queue_doc(c, queue)
+    except ApiError as exc:
+        doc = _queue_from_disk(c, queue, exc)
     try:
         peek = [{"id": j.id, **body_doc(j.body)} for j in c.gateway.client.qpeek(queue, PEEK)]
     except ConveyorError:
@@ -128,6 +131,22 @@ def queue_page(c: Console, queue: str, state: str, offset: int, search: str) -> 
         "page": PAGE,
         "states": workdirs.STATES,
         "schedules": schedules,
+    }
+
+
+def _queue_from_disk(c: Console, queue: str, error: ApiError) -> dict[str, Any]:
+    """A queue directory's page while no node answers: its messages are on this host's
+    disk, and the overview links to them; the node's figures are unknown."""
+    config = c.dirs.get(queue)
+    if error.code != "node_unreachable" or config is None:
+        raise error
+    return {
+        "name": queue,
+        "exists": False,
+        "unreachable": error.message,
+        "script_queue": True,
+        "messages": workdirs.counts(config),
+        "workers": config.num_workers,
     }
 
 

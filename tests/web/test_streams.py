@@ -201,5 +201,12 @@ def test_overview_with_no_node_shows_queue_directories_from_disk(
         assert re.search(r'href="/q/offline\?state=err">2</a>', page), page
         metrics = httpx.get(f"{web.url}/metrics", timeout=15).text
         assert 'conveyor_messages{queue="offline",state="err"} 2.0' in metrics
+        # The err link leads to the queue's messages on disk, not to a 503.
+        queue_page = httpx.get(f"{web.url}/q/offline", params={"state": "err"}, timeout=15)
+        assert queue_page.status_code == 200 and "node unreachable" in queue_page.text
+        assert 'href="?state=err">2</a>' in queue_page.text
+        missing = httpx.get(f"{web.url}/q/nodir", headers={"accept": "application/json"})
+        assert missing.status_code == 503  # no directory to show: the node's error
+        assert missing.json()["error"]["code"] == "node_unreachable"
     finally:
         web.stop()
