@@ -379,5 +379,14 @@ class Replication(PlannedAdds):
 
     def receive_deljob(self, message: DelJob, now_ms: int) -> None:
         job = self.core.jobs.get(message.id)
-        if job is not None and job.id not in self.pending:
+        if job is None:
+            return
+        pending = self.pending.pop(job.id, None)
+        if pending is None:
             self.core.del_jobs([job.id], now_ms)
+            return
+        # Deleted elsewhere (FASTACK of a copy) before its ADDJOB was answered: as Disque,
+        # the client learns now and the copies made go too; waiting on would queue the
+        # job once the last copy is confirmed, though it was deleted.
+        self._delete_everywhere(job, now_ms)
+        self._answer(pending, CommandError(NOREPL_EXPIRED))

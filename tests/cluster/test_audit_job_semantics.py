@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import redis
+
 from tests.cluster.test_cluster_nodes import form, wait_for
 from tests.servers import NodeProcess
 
@@ -54,3 +56,35 @@ def test_a_job_acked_elsewhere_while_waiting_for_copies_is_not_delivered(
     shown = origin.execute_command("SHOW", copies[0])
     assert shown is None or shown[5] == b"acked"  # acked, or collected already
     assert origin.execute_command("QLEN", "q") == 0
+
+
+def test_fastack_of_a_copy_while_its_addjob_waits_removes_the_job(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    """FASTACK on node 1 (it holds a copy) of a job whose ADDJOB on node 0 still waits for
+    node 2: its DELJOB deletes the job on node 0 too and the producer gets Disque's
+    NOREPL at once, rather than the job being queued later (or NOREPL at the timeout)."""
+    form(tmp_path, cluster, 3)
+    holder, refusing = cluster[1].client(), cluster[2].client()
+    assert refusing.execute_command("PAUSE", "q", "in") == b"in"
+    added: list[object] = []
+
+    def produce() -> None:
+        try:
+            added.append(cluster[0].client().execute_command(
+                "ADDJOB", "q", "body", "5000", "REPLICATE", "3"
+            ))  # fmt: skip
+        except redis.ResponseError as error:
+            added.append(error)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    copies: list[bytes] = []
+    wait_for(
+        lambda: bool(copies.extend(holder.execute_command("JSCAN", "QUEUE", "q")[1]) or copies),
+        "node 1 holds its copy",
+    )
+    assert holder.execute_command("FASTACK", copies[0]) == 1
+    producer.join(10)
+    assert len(added) == 1 and "NOREPL job removed" in str(added[0])
+    assert [node.client().execute_command("SHOW", copies[0]) for node in cluster] == [None] * 3
