@@ -17,6 +17,7 @@ from conveyor.core.job_runs import JobRunsMixin
 from conveyor.core.jobs import JobsMixin
 from conveyor.core.queue import PAUSE_IN
 from conveyor.core.queueing import QueueingMixin
+from conveyor.core.scanning import ScanningMixin
 from conveyor.core.state import (
     DEFAULT_TTL_S,
     JITTER_MS,
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-class Engine(JobsMixin, JobRunsMixin, QueueingMixin, BlockingMixin, AcksMixin):
+class Engine(JobsMixin, JobRunsMixin, QueueingMixin, ScanningMixin, BlockingMixin, AcksMixin):
     def tick(self, now_ms: int) -> None:
         """Run everything that is due at now_ms."""
         timers = self.timers

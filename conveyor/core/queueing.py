@@ -9,9 +9,6 @@ collection (`_arm_queue_gc`), so no idle queue outlives its GC time.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-
 from conveyor.core import errors
 from conveyor.core.effects import (
     EV_DEAD_LETTERED,
@@ -33,7 +30,6 @@ from conveyor.core.job import (
     Job,
 )
 from conveyor.core.queue import PAUSE_IN, PAUSE_NONE, PAUSE_OUT, JobQueue
-from conveyor.core.scan import SNAPSHOT_IDLE_MS
 from conveyor.core.state import JITTER_MS, CoreState
 
 
@@ -361,78 +357,7 @@ class QueueingMixin(CoreState):
         else:
             self._arm_queue_gc(queue, now_ms)
 
-    # -- scans ------------------------------------------------------------------------------
-    def scan_queues(
-        self,
-        cursor: int,
-        count: int,
-        busyloop: bool,
-        accept: Callable[[JobQueue], bool],
-        now_ms: int,
-    ) -> tuple[int, list[bytes]]:
-        queues = self.queues
-
-        def accept_name(name: bytes) -> bool:
-            queue = queues.get(name)
-            return queue is not None and accept(queue)
-
-        limits = _scan_limits(count, busyloop)
-        found = self._scans.scan(cursor, queues.keys, accept_name, *limits, now_ms)
-        self._arm_scan_gc(now_ms)
-        return found
-
-    def scan_jobs(
-        self,
-        cursor: int,
-        count: int,
-        busyloop: bool,
-        accept: Callable[[Job], bool],
-        now_ms: int,
-    ) -> tuple[int, list[bytes]]:
-        jobs = self.jobs
-
-        def accept_id(job_id: bytes) -> bool:
-            job = jobs.get(job_id)
-            return job is not None and accept(job)
-
-        limits = _scan_limits(count, busyloop)
-        found = self._scans.scan(cursor, jobs.keys, accept_id, *limits, now_ms)
-        self._arm_scan_gc(now_ms)
-        return found
-
-    def scan_snapshots(self) -> int:
-        """QSCAN/JSCAN snapshots kept for scans in progress (DEBUG RESOURCES)."""
-        return len(self._scans)
-
-    def _arm_scan_gc(self, now_ms: int) -> None:
-        # One timer at a time, however many scans run: it re-arms itself while snapshots
-        # are left, so a scan given up frees its keys on an idle node too; and it goes
-        # with the last snapshot, so a node whose scans all ended has no timer for them.
-        timer = self._scan_gc_timer
-        if not self._scans:
-            if timer is not None:
-                self.timers.cancel(timer)
-                self._scan_gc_timer = None
-        elif timer is None:
-            self._scan_gc_timer = self.timers.call_at(
-                now_ms + SNAPSHOT_IDLE_MS, self._scan_gc, None
-            )
-
-    def _scan_gc(self, _: None, now_ms: int) -> None:
-        self._scan_gc_timer = None
-        next_due = self._scans.drop_idle(now_ms)
-        if next_due is not None:
-            self._scan_gc_timer = self.timers.call_at(next_due, self._scan_gc, None)
-
 
 def _held_elsewhere(job: Job) -> bool:
     holders = job.nodes_delivered
     return holders is not None and len(holders) > 1
-
-
-def _scan_limits(count: int, busyloop: bool) -> tuple[int, int | None]:
-    """(most elements returned, most examined) for one QSCAN/JSCAN call. BUSYLOOP scans
-    to the end in one call whatever COUNT says, as in Disque."""
-    if busyloop:
-        return sys.maxsize, None
-    return count, count * 10
