@@ -42,7 +42,9 @@ def _give_up_writing(exc: OSError) -> None:
         # What stays buffered would fail again at exit, with CPython's "Exception
         # ignored" lines: it goes to /dev/null instead.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    click.echo(f"conveyor: write error: {exc.strerror}", err=True)
+    # A file of the command's own (not standard output) is named, as a traceback would.
+    where = f"{exc.filename}: " if exc.filename else ""
+    click.echo(f"conveyor: write error: {where}{exc.strerror}", err=True)
     sys.exit(1)
 
 

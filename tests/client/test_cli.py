@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pty
 import select
@@ -18,6 +19,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
+from conveyor.cli import _give_up_writing
 from conveyor.client._cli_replies import ErrorReply, StatusReply, format_raw, format_reply, quote
 from conveyor.client._help import COMMANDS, command_help
 from conveyor.client.cli import Session, _LineReader, cli, repl
@@ -169,6 +171,20 @@ def test_output_to_a_full_device_is_a_one_line_error(node: NodeProcess, argv: li
     assert (result.returncode, result.stderr) == (
         1,
         "conveyor: write error: No space left on device\n",
+    )
+
+
+def test_a_full_device_for_a_file_of_the_commands_names_the_file(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The write that failed was to a file of the command's own (a backup, an AOF): the
+    line names it, as the traceback it replaces did."""
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "data/disque.aof.bak")
+    with pytest.raises(SystemExit) as exited:
+        _give_up_writing(full)
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        "conveyor: write error: data/disque.aof.bak: No space left on device\n"
     )
 
 
