@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -27,3 +28,13 @@ def held_ids(client: redis.Redis) -> set[bytes]:
         if int(cursor) == 0:
             break
     return found
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether `predicate` came true within `timeout_s` (polled every 20 ms)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from conveyor.persistence.reader import read_records
-from tests.persistence.helpers import held_ids
+from tests.persistence.helpers import held_ids, wait_for
 from tests.servers import NodeProcess, running_node
 
 FILE_LIMIT = 64 * 1024
@@ -31,15 +31,6 @@ def limit_file_size() -> Callable[[], None]:
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, resource.RLIM_INFINITY))
 
     return apply
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def add_until_refused(client: redis.Redis, count: int, replies: list[object]) -> None:

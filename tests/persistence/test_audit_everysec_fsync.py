@@ -5,24 +5,15 @@ every fdatasync fails (EINVAL), so the error is never solved."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 
+from tests.persistence.helpers import wait_for
 from tests.servers import running_node
 
 RETRY_S = 0.1  # the node's write retry period (node/aof.py)
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_writes_stay_refused_while_the_fsync_keeps_failing(tmp_path: Path) -> None:

@@ -5,25 +5,15 @@ CONFIG SET appendonly yes says why it is refused."""
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 
+from tests.persistence.helpers import wait_for
 from tests.servers import NodeProcess
 
 BODY = b"x" * 100
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_the_automatic_rewrite_is_tried_again_once_the_directory_is_back(

@@ -5,12 +5,11 @@ once the disk takes writes, and whatever rewrite finishes first becomes the live
 from __future__ import annotations
 
 import resource
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import redis
 
+from tests.persistence.helpers import wait_for
 from tests.servers import NodeProcess
 
 FILE_LIMIT = 64 * 1024
@@ -20,15 +19,6 @@ JOBS = 2 * FILE_LIMIT // len(BODY)
 
 def limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, resource.RLIM_INFINITY))
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def failed_enable(tmp_path: Path) -> tuple[NodeProcess, redis.Redis]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 
+from tests.persistence.helpers import wait_for
 from tests.servers import NodeProcess
 
 FILE_LIMIT = 64 * 1024
@@ -21,15 +21,6 @@ RETRY_S = 0.1  # the node's write retry period (node/aof.py)
 
 def limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, resource.RLIM_INFINITY))
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 @pytest.mark.parametrize("policy", ["everysec", "no"])
