@@ -5,12 +5,15 @@ cursors' and that timer's, set up in core/state.py."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from conveyor.core.job import Job
 from conveyor.core.queue import JobQueue
 from conveyor.core.scan import SNAPSHOT_IDLE_MS
 from conveyor.core.state import CoreState
+
+V = TypeVar("V")
 
 
 class ScanningMixin(CoreState):
@@ -22,16 +25,7 @@ class ScanningMixin(CoreState):
         accept: Callable[[JobQueue], bool],
         now_ms: int,
     ) -> tuple[int, list[bytes]]:
-        queues = self.queues
-
-        def accept_name(name: bytes) -> bool:
-            queue = queues.get(name)
-            return queue is not None and accept(queue)
-
-        limits = _scan_limits(count, busyloop)
-        found = self._scans.scan(cursor, queues.keys, accept_name, *limits, now_ms)
-        self._arm_scan_gc(now_ms)
-        return found
+        return self._scan(cursor, self.queues, accept, count, busyloop, now_ms)
 
     def scan_jobs(
         self,
@@ -41,14 +35,26 @@ class ScanningMixin(CoreState):
         accept: Callable[[Job], bool],
         now_ms: int,
     ) -> tuple[int, list[bytes]]:
-        jobs = self.jobs
+        return self._scan(cursor, self.jobs, accept, count, busyloop, now_ms)
 
-        def accept_id(job_id: bytes) -> bool:
-            job = jobs.get(job_id)
-            return job is not None and accept(job)
+    def _scan(
+        self,
+        cursor: int,
+        table: Mapping[bytes, V],
+        accept: Callable[[V], bool],
+        count: int,
+        busyloop: bool,
+        now_ms: int,
+    ) -> tuple[int, list[bytes]]:
+        """One call of a scan over `table`'s keys: those whose value is still there and
+        `accept`ed."""
+
+        def accept_key(key: bytes) -> bool:
+            value = table.get(key)
+            return value is not None and accept(value)
 
         limits = _scan_limits(count, busyloop)
-        found = self._scans.scan(cursor, jobs.keys, accept_id, *limits, now_ms)
+        found = self._scans.scan(cursor, table.keys, accept_key, *limits, now_ms)
         self._arm_scan_gc(now_ms)
         return found
 
