@@ -1,5 +1,10 @@
 """Runs one RQ-style queue: `num_workers` slots, each taking a message from the node and
-running the queue script for it, then settling the job (ACK, NACK DELAY, or err)."""
+running the queue script for it, then settling the job (ACK, NACK DELAY, or err).
+
+Owns: the slots' loop, one message's path (envelope, blocking/coalesce locks, relay keys,
+attachments, the script's environment, its status lines) and its settling into a state
+directory. Not here: the process and its pipes (script), the batched ACKJOBs (acker), the
+state directories on disk (queuedir)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import signal
 import threading
 import time
@@ -18,6 +22,7 @@ from typing import Any
 
 from conveyor.client import Client, ConveyorError, Job
 from conveyor.worker import attachments, claims
+from conveyor.worker.acker import Acker
 from conveyor.worker.envelope import Envelope, EnvelopeError
 from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.registry import Latency
@@ -73,12 +78,12 @@ class QueueRunner:
         # The environment every run starts from, built once: RQ_* names are the worker's.
         self._base_env = {k: v for k, v in os.environ.items() if not k.startswith("RQ_")}
         self._base_env.update({k: v for k, v in config.env_vars.items() if not k.startswith("RQ_")})
-        self._acks: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._acks_done = threading.Event()
+        # Settled messages are acknowledged by one thread, many per ACKJOB (acker).
+        self._acker = Acker(client, config.name)
 
     # -- slots -----------------------------------------------------------------------------
     def start(self) -> None:
-        threading.Thread(target=self._ack_loop, name=f"{self.config.name}-ack", daemon=True).start()
+        self._acker.start()
         for slot in range(self.config.num_workers):
             thread = threading.Thread(
                 target=self._slot_loop, name=f"{self.config.name}-{slot}", daemon=True
@@ -103,37 +108,7 @@ class QueueRunner:
 
     def close(self, timeout: float) -> None:
         """The acker sends what it holds, then ends."""
-        self._acks.put(None)
-        self._acks_done.wait(max(1.0, timeout))
-
-    # -- acknowledgements ------------------------------------------------------------------
-    def _ack(self, *job_ids: str) -> None:
-        """Settled messages are acknowledged by one thread, many per ACKJOB, so a slot starts
-        its next message without waiting for the node. A worker killed in between leaves a
-        settled job unacknowledged: it runs again after RETRY (at least once, as always)."""
-        for job_id in job_ids:
-            self._acks.put(job_id)
-
-    def _ack_loop(self) -> None:
-        while True:
-            first = self._acks.get()
-            batch = [first]
-            while not self._acks.empty() and len(batch) < 1000:
-                batch.append(self._acks.get())
-            ids = [i for i in batch if i is not None]
-            for attempt in range(3):  # bounded: the node may be restarting
-                try:
-                    if ids:
-                        self.client.ack(*ids)
-                    break
-                except ConveyorError as exc:
-                    log.warning(
-                        "%s: ACKJOB failed (%s); attempt %d", self.config.name, exc, attempt
-                    )
-                    time.sleep(0.5)
-            if None in batch:
-                self._acks_done.set()
-                return
+        self._acker.close(timeout)
 
     def _slot_loop(self) -> None:
         while not self.stop.is_set():
@@ -363,10 +338,10 @@ class QueueRunner:
             for dup in running.dups:
                 dup_path = self.store.enter_run(dup.id, {"id": dup.id, "queue": self.config.name})
                 self.store.move(dup_path, result.state, f"coalesced into {job.id}")
-            self._ack(job.id, *(d.id for d in running.dups))
+            self._acker.ack(job.id, *(d.id for d in running.dups))
         else:
             self.store.move(path, "err", result.text, **extra)
-            self._ack(job.id)
+            self._acker.ack(job.id)
             self._put_back(running.dups)
         with self._outcomes_lock:
             self.outcomes[result.state] = self.outcomes.get(result.state, 0) + 1
