@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from conveyor.node.directives import ConfigError
-from conveyor.persistence.loader import LoadStats, load, read_file, truncate_file
+from conveyor.persistence.loader import LoadStats, load, open_file, truncate_file
 from conveyor.persistence.reader import AofFormatError
 
 if TYPE_CHECKING:
@@ -39,25 +40,11 @@ async def load_at_start(driver: AofDriver) -> None:
     if not (config["appendonly"] or enqueue):
         return
     path = driver.path
-    data = read_file(path)
-    if data:
-        started = time.monotonic()
-        driver.loading = True
-        driver.loading_start_s = int(time.time())
-        driver.load_stats = stats = LoadStats()
-        server.refresh_command_table()
-        try:
-            await _load_chunks(driver, data, enqueue, stats)
-        finally:
-            driver.loading = False
-            server.refresh_command_table()
-        log.info(
-            "DB loaded from append only file: %.3f seconds (%d jobs, %d records)",
-            time.monotonic() - started,
-            len(server.core.jobs),
-            stats.records,
-        )
-    elif data is None and enqueue:
+    handle = open_file(path)
+    if handle is not None:
+        with handle:
+            await _load_file(driver, handle, enqueue)
+    elif enqueue:
         log.warning("aof-enqueue-jobs-once: no append only file at %s, nothing to load", path)
     if enqueue:
         _switch_off_enqueue_once(server)
@@ -65,11 +52,35 @@ async def load_at_start(driver: AofDriver) -> None:
         driver.open_live()
 
 
-async def _load_chunks(driver: AofDriver, data: bytes, enqueue: bool, stats: LoadStats) -> None:
+async def _load_file(driver: AofDriver, handle: BinaryIO, enqueue: bool) -> None:
+    server = driver.server
+    if not os.fstat(handle.fileno()).st_size:
+        return
+    started = time.monotonic()
+    driver.loading = True
+    driver.loading_start_s = int(time.time())
+    driver.load_stats = stats = LoadStats()
+    server.refresh_command_table()
+    try:
+        await _load_chunks(driver, handle, enqueue, stats)
+    finally:
+        driver.loading = False
+        server.refresh_command_table()
+    log.info(
+        "DB loaded from append only file: %.3f seconds (%d jobs, %d records)",
+        time.monotonic() - started,
+        len(server.core.jobs),
+        stats.records,
+    )
+
+
+async def _load_chunks(
+    driver: AofDriver, handle: BinaryIO, enqueue: bool, stats: LoadStats
+) -> None:
     server = driver.server
     now = server.core_clock
     try:
-        for _offset in load(data, server.core, now, enqueue=enqueue, stats=stats):
+        for _offset in load(handle, server.core, now, enqueue=enqueue, stats=stats):
             server.drain_job_events()  # "imported" events, for the job-event log
             await asyncio.sleep(0)
     except AofFormatError as exc:

@@ -70,10 +70,12 @@ class AofFormatError(Exception):
         return (type(self), (self.offset, self.reason, self.truncated))
 
 
-def read_records(data: bytes | memoryview, start: int = 0) -> Iterator[AofRecord]:
+def read_records(data: bytes | memoryview, start: int = 0, origin: int = 0) -> Iterator[AofRecord]:
     """Yields every good record in order from `start`; raises AofFormatError at the first bad one.
 
-    `start` and every offset are absolute positions in `data`. An empty input yields nothing.
+    `start` is a position in `data`; every offset reported (record ends, errors and their
+    reasons) is `origin` plus a position in `data`: `data` may be a piece of a file that
+    begins `origin` bytes into it. An empty input yields nothing.
     """
     view = data if isinstance(data, bytes) else memoryview(data).cast("B")
     size = len(view)
@@ -85,16 +87,16 @@ def read_records(data: bytes | memoryview, start: int = 0) -> Iterator[AofRecord
             window, base = view, 0
         else:
             window, base = bytes(view[pos : pos + _WINDOW]), pos
-        stop = yield from _fast(window, pos - base, base)
+        stop = yield from _fast(window, pos - base, origin + base)
         if base + stop > pos:
             # Progress: the fast path stopped at a record it cannot take, or (windowed)
             # at the window's edge. Either way, look again from there.
             pos = base + stop
             continue
         for _ in range(_SLOW_RUN):
-            record = _parse_one(view, pos, size)
+            record = _parse_one(view, pos, size, origin)
             yield record
-            pos = record.end
+            pos = record.end - origin
             if pos >= size:
                 break
 
@@ -134,42 +136,44 @@ def _fast(buf: bytes, pos: int, base: int) -> Generator[AofRecord, None, int]:
     return pos
 
 
-def _parse_one(buf: bytes | memoryview, pos: int, size: int) -> AofRecord:
-    """The record at `pos`, checked byte by byte; `size` is where the data ends."""
-    reader = _Cursor(buf, pos, size)
+def _parse_one(buf: bytes | memoryview, pos: int, size: int, origin: int = 0) -> AofRecord:
+    """The record at `pos`, checked byte by byte; `size` is where the data ends, `origin`
+    the file offset of buf[0] (every offset reported is one in the file)."""
+    reader = _Cursor(buf, pos, size, origin)
     if buf[pos] != _STAR:
-        raise AofFormatError(pos, f"expected '*', got {_show_byte(buf[pos])}", False)
+        raise reader.fail(f"expected '*', got {_show_byte(buf[pos])}")
     argc = reader.number(pos + 1, "multibulk length")
     if not 1 <= argc <= _MAX_ARGC:
-        raise AofFormatError(pos, f"invalid multibulk length {argc}", False)
+        raise reader.fail(f"invalid multibulk length {argc}")
     command = reader.command(argc)
     if argc != 2:
         # A known command is ASCII letters, so it prints as written.
         reason = f"wrong number of arguments ({argc}) for {command.decode('ascii')}"
-        raise AofFormatError(pos, reason, False)
+        raise reader.fail(reason)
     argument = reader.argument()
-    return AofRecord(command, argument, reader.pos)
+    return AofRecord(command, argument, origin + reader.pos)
 
 
 class _Cursor:
     """Walks one record; every error names the record's start, the detail its own offset."""
 
-    def __init__(self, buf: bytes | memoryview, start: int, size: int) -> None:
+    def __init__(self, buf: bytes | memoryview, start: int, size: int, origin: int) -> None:
         self.buf = buf
+        self.origin = origin  # the file offset of buf[0]: added to every offset reported
         self.start = start
         self.size = size
         self.pos = start
         self.argc = 2  # once known to be wrong, an early end of the data is no excuse
 
     def fail(self, reason: str) -> AofFormatError:
-        return AofFormatError(self.start, reason, False)
+        return AofFormatError(self.origin + self.start, reason, False)
 
     def unexpected_end(self, what: str) -> AofFormatError:
         if self.argc != 2:
             reason = f"wrong number of arguments ({self.argc}), and the file ends in the {what}"
-            return AofFormatError(self.start, reason, False)
-        reason = f"unexpected end of file in the {what}, at offset {self.size}"
-        return AofFormatError(self.start, reason, True)
+            return AofFormatError(self.origin + self.start, reason, False)
+        reason = f"unexpected end of file in the {what}, at offset {self.origin + self.size}"
+        return AofFormatError(self.origin + self.start, reason, True)
 
     def number(self, pos: int, what: str) -> int:
         """The decimal number at pos, ended by CRLF; sets self.pos just past the CRLF."""
@@ -181,11 +185,11 @@ class _Cursor:
             raise self.unexpected_end(what)
         if buf[p] != _CR or p == pos:
             found = bytes(buf[pos : min(p + 1, size)])
-            raise self.fail(f"invalid {what} {_show_bytes(found)} at offset {pos}")
+            raise self.fail(f"invalid {what} {_show_bytes(found)} at offset {self.origin + pos}")
         if p + 1 == size:
             raise self.unexpected_end(what)
         if buf[p + 1] != _LF:
-            raise self.fail(f"expected '\\r\\n' after the {what} at offset {p}")
+            raise self.fail(f"expected '\\r\\n' after the {what} at offset {self.origin + p}")
         self.pos = p + 2
         return int(bytes(buf[pos:p]))
 
@@ -198,10 +202,10 @@ class _Cursor:
         if p == size:
             raise self.unexpected_end(what)
         if buf[p] != _DOLLAR:
-            raise self.fail(f"expected '$' at offset {p}, got {_show_byte(buf[p])}")
+            raise self.fail(f"expected '$' at offset {self.origin + p}, got {_show_byte(buf[p])}")
         n = self.number(p + 1, f"{what} length")
         if n > _MAX_BULK:
-            raise self.fail(f"invalid {what} length {n} at offset {p + 1}")
+            raise self.fail(f"invalid {what} length {n} at offset {self.origin + p + 1}")
         p = self.pos
         end = p + n
         if end > size:
@@ -209,7 +213,7 @@ class _Cursor:
         tail = bytes(buf[end : min(end + 2, size)])
         if not _CRLF.startswith(tail):
             raise self.fail(
-                f"expected '\\r\\n' after the {n}-byte {what} at offset {end}, "
+                f"expected '\\r\\n' after the {n}-byte {what} at offset {self.origin + end}, "
                 f"got {_show_bytes(tail)}"
             )
         if len(tail) < 2:
