@@ -7,7 +7,8 @@ Layout (RQ's, with Conveyor job IDs as message IDs; '/' in an ID becomes '_'):
         msg.json      the envelope's metadata (params, origin, count; not attachment data)
         status.json   {"state", "status" (the script's last text), "updated", "exit";
                        while it runs "pid": the script's process-group id}
-        stdio.log     the script's stdout and stderr
+        stdio.log     the script's stdout and stderr (rotated to stdio.log.1... past
+                      log_max_bytes: conveyor.worker.stdiolog)
         attach/       the attachments, MD5-checked
         job/          the script's working directory (RQ_MSG_DIR)
 
@@ -28,6 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from conveyor.worker.stdiolog import (
+    DEFAULT_BACKUPS,
+    DEFAULT_MAX_BYTES,
+    MAX_BACKUPS,
+    MIN_MAX_BYTES,
+    LogLimits,
+)
 
 STATES = ("que", "run", "done", "err", "relayed")
 # Lookups of a message that keeps moving while we read it, before it counts as gone.
@@ -66,6 +75,8 @@ class QueueConfig:
     # `dup` answers "ok <new id>" (RQ's grammar); false answers a bare "ok", for scripts
     # like the seed's bash example that compare the whole reply line with "ok".
     dup_reply_id: bool = True
+    # Each message's stdio.log is rotated past this size, keeping `log_backups` old ones.
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
     @classmethod
     def load(cls, directory: Path) -> QueueConfig:
@@ -110,6 +121,10 @@ class QueueConfig:
                 str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))), "'env'"
             ),
             dup_reply_id=bool(doc.get("dup_reply_id", True)),
+            log_limits=LogLimits(
+                _count(doc.get("log_max_bytes", DEFAULT_MAX_BYTES), "log_max_bytes", MIN_MAX_BYTES),
+                _count(doc.get("log_backups", DEFAULT_BACKUPS), "log_backups", 0, MAX_BACKUPS),
+            ),
         )
         if config.timeout <= 0 or config.retry < 1:
             raise ValueError("'timeout' must be > 0 and 'retry' >= 1")
@@ -125,6 +140,17 @@ def _seconds(value: Any, key: str, most: int | None = None) -> float:
         bound = "" if most is None else f" up to {most}"
         raise ValueError(f"'{key}' must be a finite number of seconds{bound}, got {value!r}")
     return seconds
+
+
+def _count(value: Any, key: str, least: int, most: int | None = None) -> int:
+    """A whole number of config.json in [least, most]; a float such as 1e7 is refused as
+    well as a string: a size silently cut to an integer is not what was written."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"'{key}' must be a whole number, got {value!r}")
+    if value < least or (most is not None and value > most):
+        bound = f"{least}..{most}" if most is not None else f">= {least}"
+        raise ValueError(f"'{key}' must be {bound}, got {value}")
+    return value
 
 
 def _no_nul(text: str, where: str) -> str:

@@ -262,6 +262,7 @@ class QueueRunner:
             config.timeout,
             hooks,
             lambda pid: self._started(running, pid),
+            config.log_limits,
         )
 
     def _environment(self, running: Running, real_script: str) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """One run of a queue script: a process, its status pipe, its timeout.
 
 The process gets RQ's environment, a status pipe (RQ_WRITE) and a reply pipe (RQ_READ),
-stdin from /dev/null and stdout+stderr appended to the message's stdio.log. It runs in its
-own session so a timeout kills everything it started, not just the first process.
+stdin from /dev/null and stdout+stderr on a pipe the worker copies into the message's
+stdio.log, bounded by rotation (stdiolog). It runs in its own session so a timeout kills
+everything it started, not just the first process.
 """
 
 from __future__ import annotations
@@ -18,11 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from conveyor.worker.stdiolog import LogLimits, StdioLog
+
 # A status line is a few hundred bytes in practice; these bound what a broken script can
 # make the worker buffer. Past them the script is killed and the message goes to err.
 MAX_LINE_BYTES = 64 * 1024
 MAX_PIPE_BYTES = 1024 * 1024
 KILL_GRACE_S = 2.0
+# Output still in the pipe once the script is gone is read without waiting, and only so
+# much: a process it left in the background may hold the pipe open and write on and on.
+MAX_DRAIN_BYTES = 4 * 1024 * 1024
+_CHUNK = 65536
 
 
 @dataclass
@@ -63,41 +70,79 @@ class _Completion:
 def run_script(
     command: list[str], cwd: Path, log_path: Path, env: dict[str, str], timeout: float,
     hooks: ScriptHooks, on_start: Callable[[int], None] | None = None,
+    log_limits: LogLimits = LogLimits(),
 ) -> ScriptResult:  # fmt: skip
     status_r, status_w = os.pipe()
     reply_r, reply_w = os.pipe()
+    out_r, out_w = os.pipe()
     env = {**env, "RQ_WRITE": str(status_w), "RQ_PIPE": str(status_w), "RQ_READ": str(reply_r)}
     try:
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=cwd, env=env, pass_fds=(status_w, reply_r), start_new_session=True,
-            )  # fmt: skip
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the env or command
-        for fd in (status_r, status_w, reply_r, reply_w):
+        stdio = StdioLog(log_path, log_limits)
+    except OSError as exc:
+        for fd in (status_r, status_w, reply_r, reply_w, out_r, out_w):
             os.close(fd)
         return ScriptResult("err", f"could not start the script: {exc}")
-    os.close(status_w)
-    os.close(reply_r)
+    try:
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out_w, stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, pass_fds=(status_w, reply_r), start_new_session=True,
+        )  # fmt: skip
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the env or command
+        for fd in (status_r, status_w, reply_r, reply_w, out_r, out_w):
+            os.close(fd)
+        stdio.close()
+        return ScriptResult("err", f"could not start the script: {exc}")
+    for fd in (status_w, reply_r, out_w):
+        os.close(fd)
     os.set_blocking(reply_w, False)
+    output = _Output(out_r, stdio)
     if on_start is not None:
         on_start(proc.pid)  # the pid is its process group's id too (a new session)
     try:
-        problem, completion = _pump(proc, status_r, reply_w, time.monotonic() + timeout, hooks)
+        problem, completion = _pump(
+            proc, status_r, reply_w, output, time.monotonic() + timeout, hooks
+        )
     except BaseException:
         # A hook failed (a full disk, a vanished directory): the message comes back after
         # RETRY, and this run must not go on unwatched, nor stay a zombie once it ends.
         _kill_group(proc)
+        output.close()
         raise
     finally:
         os.close(status_r)
         os.close(reply_w)
     if problem is not None:
         _kill_group(proc)
+    output.close()  # after the kill: the script's last words are logged too
+    if problem is not None:
         if problem == "timed out":
             problem = f"timed out after {timeout:g}s; the script was killed"
         return ScriptResult("err", problem, proc.returncode)
     return _decide(proc.returncode, completion)
+
+
+class _Output:
+    """The pipe of the script's stdout and stderr, copied into its stdio.log."""
+
+    def __init__(self, fd: int, stdio: StdioLog) -> None:
+        self.fd, self.stdio = fd, stdio
+
+    def read(self) -> bool:
+        """One chunk into the log; False at the end (every writer has closed the pipe)."""
+        chunk = os.read(self.fd, _CHUNK)
+        self.stdio.write(chunk)
+        return bool(chunk)
+
+    def close(self) -> None:
+        """Log what is left in the pipe without waiting for its writers, then close it. A
+        process left in the background that writes later gets EPIPE (SIGPIPE)."""
+        os.set_blocking(self.fd, False)
+        drained = 0
+        with contextlib.suppress(BlockingIOError):
+            while drained < MAX_DRAIN_BYTES and self.read():
+                drained += _CHUNK
+        os.close(self.fd)
+        self.stdio.close()
 
 
 class _Reader:
@@ -143,8 +188,8 @@ def _pidfd(pid: int) -> int | None:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], status_r: int, reply_w: int, deadline: float,
-    hooks: ScriptHooks,
+    proc: subprocess.Popen[bytes], status_r: int, reply_w: int, output: _Output,
+    deadline: float, hooks: ScriptHooks,
 ) -> tuple[str | None, _Completion]:  # fmt: skip
     """Read status lines until the script exits; a problem text if it must be killed.
     The exit is watched through a pidfd in the same poll() as the pipe: no sleeping."""
@@ -153,6 +198,7 @@ def _pump(
     next_beat = time.monotonic() + hooks.heartbeat_every
     poller = select.poll()  # no syscall to make one, unlike epoll; no fd limit, unlike select
     poller.register(status_r, select.POLLIN)
+    poller.register(output.fd, select.POLLIN)
     pidfd = _pidfd(proc.pid)
     if pidfd is not None:
         poller.register(pidfd, select.POLLIN)
@@ -168,8 +214,10 @@ def _pump(
             if pidfd is None:
                 wait = min(wait, 0.05)
             events = dict(poller.poll(max(1, int(wait * 1000))))
+            if events.get(output.fd) and not output.read():
+                poller.unregister(output.fd)  # closed by the script and all it started
             if events.get(status_r):
-                chunk = os.read(status_r, 65536)
+                chunk = os.read(status_r, _CHUNK)
                 if chunk:
                     problem = reader.feed(chunk)
                     if problem is not None:
