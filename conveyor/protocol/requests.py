@@ -60,6 +60,23 @@ def _header_number(text: bytes) -> int | None:
 _join_check = b"".join
 
 
+def _unexpected(kind: int) -> str:
+    return f"Protocol error: expected '$', got '{chr(kind)}'"
+
+
+def _header_error(kind: int) -> str:
+    """The error of a `$` or `=` header too long to be one."""
+    return "Protocol error: invalid bulk length" if kind == 36 else _unexpected(kind)
+
+
+def _verbatim_text(payload: bytes) -> bytes:
+    """A `=` element's string: its payload after the 3-letter format and ':', which
+    hiredis checks and drops."""
+    if payload[3:4] != b":":
+        raise ProtocolError(_unexpected(61))
+    return payload[4:]
+
+
 class RequestParser:
     """Turns a client's byte stream into argument lists, as Redis' processInputBuffer.
 
@@ -103,10 +120,12 @@ class RequestParser:
         "_inline_parts",
         "_left",
         "_line",
+        "_line_kind",
         "_odd_end",
         "_parts",
         "_position",
         "_size",
+        "_verbatim",
         "authenticated",
         "max_bulk_bytes",
     )
@@ -128,9 +147,11 @@ class RequestParser:
         self._held = 0  # their bytes
         self._left = 0  # arguments still to come, the one being read included
         self._size = -1  # the length of the bulk being read; -1: its header is next
-        self._parts: list[bytes] = []  # the payload received of that bulk
+        self._parts: list[bytes] = []  # the payload received of that bulk (or line element)
         self._have = 0  # its bytes received, payload and CRLF
-        self._odd_end = 0  # see _odd_element
+        self._line_kind = 0  # '+' or '(' while such an element's line is cut by reads
+        self._verbatim = False  # the bulk being read is a `=` element's
+        self._odd_end = 0  # see _line_element
 
     def buffered_bytes(self) -> int:
         """Bytes held for the request not complete yet (0 at a request boundary).
@@ -276,37 +297,34 @@ class RequestParser:
                     self._left = count
                 continue
             size = self._size
-            if size < 0:  # an element's header is next
-                kind = data[pos]
-                end = data.find(b"\r\n", pos, pos + _HEADER_WINDOW)
-                if kind == 36:  # '$'
+            if size < 0:  # an element's header is next (or the rest of a cut line element)
+                kind = self._line_kind or data[pos]
+                if kind == 36 or kind == 61:  # '$', or '=': a verbatim string, read as a bulk
+                    end = data.find(b"\r\n", pos, pos + _HEADER_WINDOW)
                     if end < 0:
-                        self._keep_line(data, pos, "Protocol error: invalid bulk length")
+                        self._keep_line(data, pos, _header_error(kind))
                         return None
-                    announced = _header_number(data[pos + 1 : end])
-                    if announced is None or announced < 0 or announced > self.max_bulk_bytes:
-                        raise ProtocolError("Protocol error: invalid bulk length")
-                    size = announced
-                    if size > UNAUTHENTICATED_BULK_BYTES and not self.authenticated:
-                        raise ProtocolError("Protocol error: unauthenticated bulk length")
+                    size = self._bulk_size(data[pos + 1 : end], kind)
                     pos = end + 2
                     if length - pos < size + 2:  # the payload continues in later reads
                         self._size = size
+                        self._verbatim = kind == 61
                         continue
-                    args.append(data[pos : pos + size])
+                    arg = data[pos : pos + size]
                     pos += size + 2
+                    if kind == 61:
+                        arg = _verbatim_text(arg)
                 else:
-                    # hiredis returns `+s`, `(123` and `=4\r\ntxt:` elements as the bytes
-                    # they carry, indistinguishable from bulks: the walker reads them the
-                    # same way, so that where a read ends never changes what is accepted.
-                    # No client sends them; the walker takes them only whole (a line
-                    # element cut by a read is kept if under 32 bytes).
-                    arg = self._odd_element(data, pos, kind)
+                    # hiredis returns `+s` and `(123` elements as the bytes they carry,
+                    # indistinguishable from bulks: the walker reads them the same way,
+                    # however reads cut them, so that where a read ends never changes
+                    # what is accepted. No client sends them.
+                    arg = self._line_element(data, pos, kind)
                     if arg is None:
                         return None
                     size = len(arg)
-                    args.append(arg)
                     pos = self._odd_end
+                args.append(arg)
             else:  # inside a bulk's payload (and its CRLF, which Redis skips unchecked)
                 have = self._have
                 take = min(size + 2 - have, length - pos)
@@ -318,7 +336,11 @@ class RequestParser:
                     self._have = have
                     return None
                 parts = self._parts
-                args.append(parts[0] if len(parts) == 1 else b"".join(parts))
+                arg = parts[0] if len(parts) == 1 else b"".join(parts)
+                if self._verbatim:
+                    arg = _verbatim_text(arg)
+                    self._verbatim = False
+                args.append(arg)
                 self._parts = []
                 self._have = 0
                 self._size = -1
@@ -330,31 +352,56 @@ class RequestParser:
                 yield args
         return None
 
-    def _odd_element(self, data: bytes, pos: int, kind: int) -> bytes | None:
-        """A `+`, `(` or `=` element at pos, as hiredis reads it; None if cut by the read.
-        Sets `_odd_end` after it."""
-        unexpected = f"Protocol error: expected '$', got '{chr(kind)}'"
-        if kind not in (43, 40, 61):  # '+' '(' '='
-            raise ProtocolError(unexpected)
-        end = data.find(b"\r\n", pos)
-        if end < 0:
-            self._keep_line(data, pos, unexpected)
-            return None
-        text = data[pos + 1 : end]
-        if kind == 61:  # '=': a length, then that many bytes: `txt:` and the string
-            size = _header_number(text)
-            if size is None or size < 4 or size > self.max_bulk_bytes:
-                raise ProtocolError(unexpected)
-            if size > UNAUTHENTICATED_BULK_BYTES and not self.authenticated:
-                raise ProtocolError("Protocol error: unauthenticated bulk length")
-            if len(data) - end - 2 < size + 2 or data[end + 5] != 58:  # ':'
-                raise ProtocolError(unexpected)
-            self._odd_end = end + 2 + size + 2
-            return data[end + 6 : end + 2 + size]
+    def _bulk_size(self, text: bytes, kind: int) -> int:
+        """The payload size a `$` or `=` header announces, checked against the limits."""
+        size = _header_number(text)
+        if kind == 36:
+            if size is None or size < 0 or size > self.max_bulk_bytes:
+                raise ProtocolError("Protocol error: invalid bulk length")
+            content = size
+        else:  # '=': the payload is `txt:` and the string, which hiredis returns alone
+            if size is None or size < 4 or size - 4 > self.max_bulk_bytes:
+                raise ProtocolError(_unexpected(kind))
+            content = size - 4
+        if content > UNAUTHENTICATED_BULK_BYTES and not self.authenticated:
+            raise ProtocolError("Protocol error: unauthenticated bulk length")
+        return size
+
+    def _line_element(self, data: bytes, pos: int, kind: int) -> bytes | None:
+        """A `+` or `(` element's text, as hiredis reads it, from its type byte at pos or,
+        when `_line_kind` is set, from where the previous read cut it. None while its CRLF
+        has not come (its bytes are kept); `_odd_end` is set after it."""
+        if kind != 43 and kind != 40:  # '+' '(' (any other type: Redis' error)
+            raise ProtocolError(_unexpected(kind))
+        parts = self._parts
+        if parts and parts[-1][-1:] == b"\r" and data[pos] == 10:  # CRLF cut between reads
+            parts[-1] = parts[-1][:-1]
+            end = pos - 1
+        else:
+            start = pos if parts else pos + 1
+            end = data.find(b"\r\n", start)
+            if end < 0:  # cut by the read: kept, up to the limit a bulk has
+                parts.append(data[start:])
+                self._have += len(data) - start
+                self._line_kind = kind
+                self._check_line_size(self._have - (data[-1] == 13), kind)
+                return None
+            parts.append(data[start:end])
+        text = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._parts = []
+        self._have = 0
+        self._line_kind = 0
+        self._check_line_size(len(text), kind)
         if kind == 40 and text[1 if text[:1] == b"-" else 0 :].strip(b"0123456789"):
-            raise ProtocolError(unexpected)  # hiredis' "Bad bignum value"
+            raise ProtocolError(_unexpected(kind))  # hiredis' "Bad bignum value"
         self._odd_end = end + 2
         return text
+
+    def _check_line_size(self, size: int, kind: int) -> None:
+        if size > UNAUTHENTICATED_BULK_BYTES and not self.authenticated:
+            raise ProtocolError("Protocol error: unauthenticated bulk length")
+        if size > self.max_bulk_bytes:
+            raise ProtocolError(_unexpected(kind))
 
     def _keep_line(self, data: bytes, pos: int, error_text: str) -> None:
         """Keep an unterminated header for the next read, unless it is too long to be one."""

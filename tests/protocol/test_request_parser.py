@@ -152,11 +152,85 @@ def test_empty_bulks_and_empty_requests(make: Factory) -> None:
     assert list(make().feed(stream)) == [[b"ECHO", b""], [b"", b""]]
 
 
-def test_a_simple_string_element_is_read_as_its_string() -> None:
-    # hiredis can't tell `+PING` from `$4 PING` in what it returns; the walker agrees
-    # with it (tests/node/test_protocol_robustness.py documents this leniency).
-    assert list(RequestParser().feed(b"*1\r\n+PING\r\n")) == [[b"PING"]]
-    assert feed_all(RequestParser(), [b"*1\r\n+PI", b"NG\r\n"]) == [[b"PING"]]
+def outcome(parser: RequestParser, chunks: list[bytes]) -> tuple[list[list[bytes]], str | None]:
+    """The requests yielded, and the error that stopped the parser (None if none)."""
+    seen: list[list[bytes]] = []
+    try:
+        for chunk in chunks:
+            seen.extend(parser.feed(chunk))
+    except ProtocolError as exc:
+        return seen, str(exc)
+    return seen, None
+
+
+ECHO = b"*2\r\n$4\r\nECHO\r\n"
+PING = encode(b"PING")
+
+
+@pytest.mark.parametrize(
+    ("element", "expected", "authenticated"),
+    [
+        # hiredis can't tell these from `$` bulks in what it returns: the walker reads them
+        # as the string they carry too, wherever reads cut them (Redis refuses them all).
+        (b"+" + b"s" * 40 + b"\r\n", b"s" * 40, True),
+        (b"+a\rb\nc\r\n", b"a\rb\nc", True),
+        (b"+\r\n", b"", True),
+        (b"(" + b"7" * 40 + b"\r\n", b"7" * 40, True),
+        (b"(-12\r\n", b"-12", True),
+        (b"=8\r\ntxt:abcd\r\n", b"abcd", True),
+        (b"=10\r\nmkd:ab\r\ncd\r\n", b"ab\r\ncd", True),
+        (b"=4\r\ntxt:\r\n", b"", True),
+        (b"+" + b"s" * 16384 + b"\r\n", b"s" * 16384, False),
+        (b"=16388\r\ntxt:" + b"v" * 16384 + b"\r\n", b"v" * 16384, False),
+    ],
+)
+def test_a_line_or_verbatim_element_is_read_as_its_string_however_split(
+    make: Factory, element: bytes, expected: bytes, authenticated: bool
+) -> None:
+    stream = ECHO + element + PING
+    whole = ([[b"ECHO", expected], [b"PING"]], None)
+    assert outcome(make(authenticated=authenticated), [stream]) == whole
+    for cut in range(1, len(stream)):
+        chunks = [stream[:cut], stream[cut:]]
+        assert outcome(make(authenticated=authenticated), chunks) == whole, cut
+    if len(stream) < 100:
+        byte_by_byte = [stream[i : i + 1] for i in range(len(stream))]
+        assert outcome(make(authenticated=authenticated), byte_by_byte) == whole
+
+
+@pytest.mark.parametrize(
+    ("element", "message", "max_bulk_bytes", "authenticated"),
+    [
+        (b"(1a2\r\n", "Protocol error: expected '$', got '('", 100, True),
+        (b"=8\r\ntxtXabcd\r\n", "Protocol error: expected '$', got '='", 100, True),
+        (b"=3\r\nabc\r\n", "Protocol error: expected '$', got '='", 100, True),
+        # Over the bulk limit, counted as hiredis counts: the string it returns.
+        (b"+" + b"s" * 101 + b"\r\n", "Protocol error: expected '$', got '+'", 100, True),
+        (
+            b"=105\r\ntxt:" + b"v" * 101 + b"\r\n",
+            "Protocol error: expected '$', got '='",
+            100,
+            True,
+        ),
+        (
+            b"+" + b"s" * 16385 + b"\r\n",
+            "Protocol error: unauthenticated bulk length",
+            1 << 20,
+            False,
+        ),
+    ],
+)
+def test_a_bad_line_or_verbatim_element_gets_the_same_error_however_split(
+    make: Factory, element: bytes, message: str, max_bulk_bytes: int, authenticated: bool
+) -> None:
+    stream = ECHO + element + PING
+
+    def fresh() -> RequestParser:
+        return make(max_bulk_bytes, authenticated=authenticated)
+
+    assert outcome(fresh(), [stream]) == ([], message)
+    for cut in range(1, len(stream), max(1, len(stream) // 40)):
+        assert outcome(fresh(), [stream[:cut], stream[cut:]]) == ([], message), cut
 
 
 # -- bad headers: Redis' error, before anything is buffered ----------------------------------
