@@ -12,7 +12,7 @@ shares one write. Then, by `appendfsync`:
 - `everysec`: the cron starts an fdatasync in the thread at most once a second;
 - `no`: the kernel decides.
 
-A failed write is a state, as in Disque: records stay buffered, INFO says `err`, write
+A failed write to the AOF is a state, as in Disque: records stay buffered, INFO says `err`, write
 commands (and PING) get `-MISCONF`, the write is retried every 100 ms and the node goes
 back to normal by itself once it succeeds. With `always`, replies that may depend on
 the failed records wait for the retry; other clients' replies do not. A failed fsync
@@ -221,8 +221,15 @@ class AofDriver(HeldReplies, RewriteMixin):
         ok = True
         if self.live is not None and not self.live.flush():
             ok = False
-        if self.rewrite is not None and not self.rewrite.file.flush():
-            ok = False
+        rewrite = self.rewrite
+        if rewrite is not None and not rewrite.flush():
+            if rewrite.renamed:
+                ok = False  # the new file is the AOF: its write errors are the AOF's
+            elif not self.rewrite_finishing:
+                # As Redis: the rewrite fails alone; the old file has every record.
+                assert rewrite.doomed is not None
+                self._rewrite_failed(rewrite.doomed)
+            # else its thread will refuse the rename, and fail it (_rewrite_committed)
         self._set_failed(not ok or self._fsync_error is not None)
         return ok
 

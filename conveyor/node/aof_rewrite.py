@@ -115,8 +115,8 @@ class RewriteMixin:
         self.rewrite_longest_ms = max(
             self.rewrite_longest_ms, (time.perf_counter() - started) * 1000
         )
-        if rewrite.file.last_error is not None:
-            self._rewrite_failed(rewrite.file.last_error)
+        if rewrite.doomed is not None:
+            self._rewrite_failed(rewrite.doomed)
         elif not done:
             assert self.server.loop is not None
             self._incremental_fsync(rewrite)

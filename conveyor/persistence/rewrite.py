@@ -14,13 +14,18 @@ right for a load:
 - a job added after the start is not in the ID list: its LOADJOB comes from the live
   stream, once.
 
-Until `commit` renames it over the AOF, the old file keeps receiving every record, so
-a crash at any moment leaves a complete file at the AOF's path: the old one, or the new.
+Until `sync_and_rename` renames it over the AOF, the old file keeps receiving every
+record, so a crash at any moment leaves a complete file at the AOF's path: the old one,
+or the new. A write that fails on the new file before the rename fails the rewrite
+alone (`doomed`), as in Redis: the rename then never happens, so the new file can never
+become the AOF without a record the old one has. After the rename the new file is the
+AOF, and its write errors are the AOF's.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +49,11 @@ class Rewrite:
         self.job_ids = job_ids
         self.position = 0
         self.jobs_written = 0
+        # Why this rewrite cannot be put in place (a write to its file failed), if so.
+        self.doomed: OSError | None = None
+        self.renamed = False  # the file is the AOF now
+        # Makes "a write failed" and "renamed" exclusive: the rename runs in a thread.
+        self._switch_lock = threading.Lock()
 
     @property
     def snapshot_done(self) -> bool:
@@ -57,7 +67,7 @@ class Rewrite:
     ) -> bool:
         """Encode and write the next slice; True once every ID has been looked at.
 
-        A write error leaves the slice buffered in `file` (see `file.last_error`).
+        A write error dooms the rewrite (`doomed`).
         """
         end = min(self.position + slice_jobs, len(self.job_ids))
         records = []
@@ -71,8 +81,7 @@ class Rewrite:
         self.file.extend(records)
         self.jobs_written += len(records)
         self.position = end
-        # A failed write keeps the records buffered in `file` for the next flush.
-        self.file.flush()
+        self.flush()
         if self.snapshot_done:
             self.job_ids = []  # the list is the rewrite's biggest allocation
         return self.snapshot_done
@@ -80,14 +89,34 @@ class Rewrite:
     def append(self, records: list[bytes]) -> None:
         self.file.extend(records)
 
+    def flush(self) -> bool:
+        """Write what is buffered; False when it could not be. Before the rename a failure
+        sets `doomed` (what it buffers then is dropped: the file will not be used); after
+        it, the records stay buffered for a retry, as the AOF's do."""
+        with self._switch_lock:
+            if self.doomed is not None:
+                self.file.pending = []
+                self.file.pending_bytes = 0
+                return False
+            if self.file.flush():
+                return True
+            if not self.renamed:
+                self.doomed = self.file.last_error
+            return False
+
     def sync_and_rename(self) -> None:
         """Make the new file durable and put it in place: runs in a worker thread.
 
-        Records appended while this runs land in the same (renamed) file, and the
-        live file still gets them too, so nothing depends on when the rename happens.
+        Records appended while this runs land in the same (renamed) file, and the live
+        file still gets them too; the lock makes the rename wait for a write under way
+        and refuse once one failed, so the file renamed holds every record.
         """
         self.file.sync()
-        os.replace(self.file.path, self.target)
+        with self._switch_lock:
+            if self.doomed is not None:
+                raise self.doomed
+            os.replace(self.file.path, self.target)
+            self.renamed = True
         fsync_directory(self.target.parent)
 
     def abandon(self, *, keep_open: bool = False) -> None:
@@ -109,9 +138,9 @@ def rewrite_now(
     try:
         while not rewrite.step(jobs, encode, slice_jobs=50_000):
             pass
-        if not rewrite.file.flush():
-            assert rewrite.file.last_error is not None
-            raise rewrite.file.last_error
+        rewrite.flush()
+        if rewrite.doomed is not None:
+            raise rewrite.doomed
         rewrite.sync_and_rename()
     except BaseException:
         rewrite.abandon()
