@@ -176,7 +176,6 @@ class RewriteMixin:
         started = time.perf_counter()
         new_file = rewrite.file
         new_file.path = self.path
-        new_file.flush()
         # Records written to it after its fsync started are not durable yet.
         new_file.written_since_sync = True
         old = self.live
@@ -190,6 +189,10 @@ class RewriteMixin:
                 self.retire(old)
             self.live = new_file
             self.base_size = new_file.size
+            # The AOF is this file now: what it could not take yet (a write error since
+            # the rename) is retried, with MISCONF meanwhile, as any AOF write error;
+            # and an error of the old file's writes is over, this one has its records.
+            self._flush_now()
             if self.rewrite_becomes_live:
                 self.rewrite_becomes_live = False
                 log.info("AOF rewrite: the new file is live (appendonly yes)")
@@ -285,4 +288,7 @@ class RewriteMixin:
         raise NotImplementedError
 
     def _policy_changed(self) -> None:
+        raise NotImplementedError
+
+    def _flush_now(self) -> bool:
         raise NotImplementedError

@@ -24,6 +24,7 @@ AOF, and its write errors are the AOF's.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -31,6 +32,8 @@ from pathlib import Path
 
 from conveyor.core.job import Job
 from conveyor.persistence.appendfile import AppendFile, fsync_directory
+
+log = logging.getLogger("conveyor.persistence")
 
 # Jobs encoded per slice: about 1-2 ms of event-loop time with 100-byte bodies.
 SLICE_JOBS = 1000
@@ -117,7 +120,12 @@ class Rewrite:
                 raise self.doomed
             os.replace(self.file.path, self.target)
             self.renamed = True
-        fsync_directory(self.target.parent)
+        try:
+            fsync_directory(self.target.parent)
+        except OSError as exc:
+            # Renamed: the new file is the AOF whatever this says, and must be switched
+            # to (failing the rewrite now would keep appending to the unlinked old file).
+            log.warning("fsync of the AOF's directory after the rewrite's rename: %s", exc)
 
     def abandon(self, *, keep_open: bool = False) -> None:
         """Remove the new file; with `keep_open` its caller closes it later (an fsync in

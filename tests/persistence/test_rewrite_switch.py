@@ -4,7 +4,10 @@ write can fail exactly between the new file's fsync and its rename, which a real
 cannot be made to hit every time).
 
 - a write the new file cannot take before its rename fails the rewrite alone: no
-  MISCONF, the rename never happens, the old AOF keeps every record;"""
+  MISCONF, the rename never happens, the old AOF keeps every record;
+- a rename that succeeded is the switch, whatever the directory's fsync says after it:
+  the node must append to the renamed file, not to the old one it replaced.
+"""
 
 from __future__ import annotations
 
@@ -84,3 +87,20 @@ def test_a_write_failing_before_the_rename_fails_the_rewrite_alone(node: Node) -
     assert driver.last_bgrewrite_ok
     content = driver.path.read_bytes()
     assert content.count(BODY) == JOBS and late in content and after in content
+
+
+def test_after_the_rename_the_node_appends_to_the_renamed_file(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def directory_fsync_fails(path: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(conveyor.persistence.rewrite, "fsync_directory", directory_fsync_fails)
+    driver = node.driver
+    GatedFile.gate.set()
+    assert driver.bgrewrite() == STARTED
+    assert node.spin(lambda: driver.rewrite is None)
+    after = added(node, b"after-job")
+    assert not driver.failed
+    content = driver.path.read_bytes()  # the renamed file is the AOF: it has the new job
+    assert content.count(BODY) == JOBS and after in content
