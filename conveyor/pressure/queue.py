@@ -33,10 +33,24 @@ T = TypeVar("T")
 Data = bytes | bytearray | memoryview | str
 
 
+def utf8(text: str, what: str) -> bytes:
+    """`text` as strict UTF-8; ValueError naming `what` for a lone surrogate, which stands
+    for no character (str elements and identities are text, unlike key names, which carry
+    undecodable bytes as surrogates: see keys.KEY_ENCODING_ERRORS)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} must be UTF-8 text: {text[exc.start : exc.end]!r} at index {exc.start} "
+            "is a lone surrogate, not a character"
+        ) from None
+
+
 def encode(data: Data) -> bytes:
-    """Element bytes: str is UTF-8 encoded; what a get returns is always bytes."""
+    """Element bytes: str is strict UTF-8 (a lone surrogate is refused before anything is
+    sent; pass bytes for data that is not text); what a get returns is always bytes."""
     if isinstance(data, str):
-        return data.encode("utf-8")
+        return utf8(data, "a str queue element")
     if isinstance(data, bytes | bytearray | memoryview):
         return bytes(data)
     raise TypeError(f"queue elements are bytes or str, not {type(data).__name__}")
@@ -118,6 +132,8 @@ class QueueSettings:
         self.redis_url = resolve_url(redis_url)
         self.address = describe_url(self.redis_url)
         self.keys = QueueKeys(self.prefix, self.name)
+        if isinstance(client_uid, str):
+            utf8(client_uid, "client_uid")  # now, not in the packer half way through a call
         self._uid = client_uid
 
     def __repr__(self) -> str:

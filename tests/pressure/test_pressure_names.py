@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import redis
 from click.testing import CliRunner, Result
-from pressure_helpers import RedisServer
+from pressure_helpers import QueueFactory, RedisServer, keyspace
 
 from conveyor.cli import main
 from conveyor.pressure import AsyncPressureQueue, PressureQueue, list_queues
@@ -76,3 +76,44 @@ def test_cli_names_that_are_not_utf8_round_trip(
     assert b"name               jobs-\xff\xfe\n" in cli("stat", NAME).stdout_bytes
     got = cli("get", NAME)
     assert got.exit_code == 0 and got.stdout == "x\n"
+
+
+# -- element and identity text: strict UTF-8 ------------------------------------------------
+
+
+@pytest.mark.parametrize("element", ["\udcff", "ok \ud800 then"])
+def test_a_str_element_with_a_lone_surrogate_is_refused_before_anything_is_sent(
+    make_queue: QueueFactory, raw: redis.Redis, prefix: str, element: str
+) -> None:
+    # Elements are text, stored as strict UTF-8: a surrogate (from surrogateescape, or
+    # none at all) gets the package's ValueError naming it, not an encoder's traceback.
+    q = make_queue()
+    q.create(bound=3)
+    before = keyspace(raw, prefix, "q")
+    at = element.index(next(ch for ch in element if "\ud800" <= ch <= "\udfff"))
+    message = f"a str queue element must be UTF-8 text: .* at index {at} is a lone surrogate"
+    with pytest.raises(ValueError, match=message) as caught:
+        q.put(element)
+    assert type(caught.value) is ValueError  # not the codec's UnicodeEncodeError
+
+    async def put_async() -> None:
+        async with AsyncPressureQueue("q", redis_url=q.redis_url, prefix=prefix) as aq:
+            with pytest.raises(ValueError, match=message) as caught:
+                await aq.put(element)
+            assert type(caught.value) is ValueError
+
+    asyncio.run(put_async())
+    assert keyspace(raw, prefix, "q") == before
+    q.put("ok é")  # and the queue works on
+    assert q.get() == "ok é".encode()
+
+
+def test_a_client_uid_with_a_lone_surrogate_is_refused_before_anything_is_sent(
+    redis_server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    message = "client_uid must be UTF-8 text: '\\\\udcff' at index 4 is a lone surrogate"
+    for make in (PressureQueue, AsyncPressureQueue):
+        with pytest.raises(ValueError, match=message) as caught:
+            make("q", redis_url=redis_server.url, prefix=prefix, client_uid="host\udcff")
+        assert type(caught.value) is ValueError
+    assert raw.keys("*") == []
