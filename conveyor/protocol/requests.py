@@ -86,8 +86,8 @@ class RequestParser:
 
     Every header of every request is checked before its contents are buffered, with
     Redis' errors: a count over 1024*1024 (`invalid multibulk length`), a bulk over
-    `max_bulk_bytes` (`invalid bulk length`), an unterminated inline line over 64 KiB (`too
-    big inline request`) and, while `authenticated` is false, Redis 7's limits for
+    `max_bulk_bytes` (`invalid bulk length`), an inline line over 64 KiB, terminated or not
+    (`too big inline request`) and, while `authenticated` is false, Redis 7's limits for
     strangers (`unauthenticated multibulk length` over 10 arguments, `unauthenticated bulk
     length` over 16 KiB). The parser holds at most the bytes it was sent of the request not
     complete yet, and `buffered_bytes()` says how many, for the connection to cap.
@@ -273,6 +273,8 @@ class RequestParser:
                         line = b"".join(self._inline_parts)
                         self._inline_parts = []
                         self._inline_len = 0
+                    if len(line) > MAX_INLINE_BYTES:  # as it would be had a read cut it
+                        raise ProtocolError("Protocol error: too big inline request")
                     pos = newline + 1
                     request = split_args(line)
                     if request is None:

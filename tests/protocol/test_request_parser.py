@@ -233,6 +233,86 @@ def test_a_bad_line_or_verbatim_element_gets_the_same_error_however_split(
         assert outcome(fresh(), [stream[:cut], stream[cut:]]) == ([], message), cut
 
 
+# Pieces of valid and invalid streams, with limits made small (a bulk of 40 bytes, an
+# inline line of 48) so that every limit is crossed by a few pieces.
+SMALL_BULK = 40
+SMALL_INLINE = 48
+stream_pieces = st.sampled_from(
+    [
+        b"*1\r\n",
+        b"*2\r\n",
+        b"*11\r\n",
+        b"*2000\r\n",
+        b"*0\r\n",
+        b"*-1\r\n",
+        b"*x\r\n",
+        b"$1\r\na\r\n",
+        b"$4\r\nECHO\r\n",
+        b"$40\r\n" + b"b" * 40 + b"\r\n",
+        b"$41\r\n",
+        b"$-1\r\n",
+        b"+ab\r\n",
+        b"+" + b"s" * 39 + b"\r\n",
+        b"+" + b"s" * 41 + b"\r\n",
+        b"(12\r\n",
+        b"(1a\r\n",
+        b"=5\r\ntxt:v\r\n",
+        b"=44\r\ntxt:" + b"v" * 40 + b"\r\n",
+        b"=45\r\n",
+        b"=3\r\nabc\r\n",
+        b"%1\r\n",
+        b"~1\r\n",
+        b"#t\r\n",
+        b",1.5\r\n",
+        b":1\r\n",
+        b"_\r\n",
+        b"PING\r\n",
+        b"ECHO 'a b'\n",
+        b'ECHO "x\r\n',
+        b"i" * 47 + b"\r\n",
+        b"i" * 49 + b"\n",
+        b"\r\n",
+        b"\r",
+        b"\n",
+        b" ",
+    ]
+) | st.binary(max_size=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stream=st.lists(stream_pieces, max_size=14).map(b"".join),
+    cuts=st.lists(st.integers(0, 1000), max_size=6),
+    authenticated=st.booleans(),
+)
+def test_the_outcome_never_depends_on_where_reads_split_the_stream(
+    stream: bytes, cuts: list[int], authenticated: bool
+) -> None:
+    # The same requests and the same error (or none), from both parsers, whatever the reads.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resp, "MAX_INLINE_BYTES", SMALL_INLINE)
+
+        def fresh(factory: Factory) -> RequestParser:
+            return factory(SMALL_BULK, authenticated=authenticated)
+
+        whole = outcome(fresh(RequestParser), [stream])
+        for factory in PARSERS:
+            assert outcome(fresh(factory), split_at(stream, cuts)) == whole
+        byte_by_byte = [stream[i : i + 1] for i in range(len(stream))]
+        assert outcome(fresh(_walker_only), byte_by_byte) == whole
+
+
+def test_an_inline_line_over_the_limit_is_refused_even_when_it_came_whole(make: Factory) -> None:
+    # Redis refuses it as its query buffer passes 64 KiB without a newline; a read that
+    # brought the newline along must not change that.
+    stream = b"ECHO " + b"x" * MAX_INLINE_BYTES + b"\r\n"
+    message = "Protocol error: too big inline request"
+    assert outcome(make(), [stream]) == ([], message)
+    assert outcome(make(), [stream[:1000], stream[1000:]]) == ([], message)
+    at_limit = b"ECHO " + b"x" * (MAX_INLINE_BYTES - 6) + b"\r\n"
+    assert outcome(make(), [at_limit]) == ([[b"ECHO", b"x" * (MAX_INLINE_BYTES - 6)]], None)
+
+
 # -- bad headers: Redis' error, before anything is buffered ----------------------------------
 
 INVALID_MULTIBULK = "Protocol error: invalid multibulk length"
