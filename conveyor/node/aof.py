@@ -287,6 +287,11 @@ class AofDriver(HeldReplies, RewriteMixin):
             self.waiting[:0] = self._inflight
             live.written_since_sync = True
         self._inflight = []
+        # With the round's write still queued (this callback came from the fsync thread
+        # between a command and its _flush), some held replies answer records not yet
+        # written: _flush writes them, then syncs or releases.
+        if self._flush_scheduled:
+            return
         if self.waiting and self.server.reply_gate is not None and not self.failed:
             if self.always and self._needs_sync():
                 self._start_sync(carry_replies=True)

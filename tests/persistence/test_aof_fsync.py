@@ -243,3 +243,39 @@ def test_replies_held_for_a_slow_fsync_count_towards_the_output_limit(node: Node
     live_probe(node).go.set()
     assert node.spin(lambda: other_transport.out)
     assert other_transport.out == b"+PONG\r\n"
+
+
+def test_an_fsync_ending_before_the_rounds_write_does_not_release_its_replies(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fsync thread hands its result to the loop with call_soon_threadsafe: that
+    # callback can run after a command buffered its record and held its reply, but
+    # before the round's write (_flush, queued with call_soon). The reply answers a
+    # record that is not in the file yet: it must wait for that write and its fsync.
+    finished: queue.Queue[tuple[object, BaseException | None]] = queue.Queue()
+    monkeypatch.setattr(
+        node.driver, "_sync_finished", lambda token, exc: finished.put((token, exc))
+    )
+    first, _ = node.connect()
+    first.data_received(b"ADDJOB q one 0\r\n")
+    live = live_probe(node)
+    assert node.spin(live.entered.is_set)
+    live.go.set()
+    token, exc = finished.get(timeout=GATE_S)
+    assert exc is None
+    second, second_transport = node.connect()
+    second.data_received(b"ADDJOB q two 0\r\n")  # its record buffered, the write queued
+    node.driver._sync_done(token, exc)  # the fsync's callback runs first
+    # Released replies leave at the end of the loop's turn (Connection.unsent).
+    assert first.unsent is not None and first.unsent[0].startswith(b"+D-")
+    assert second.unsent is None, "answered before its record was written"
+    # The round's write, then an fsync of its own (its result handed over by hand, as
+    # the thread keeps the callback it was made with), then the reply.
+    assert node.spin(lambda: not finished.empty())
+    node.driver._sync_done(*finished.get_nowait())
+    node.spin(lambda: second_transport.out)
+    job_id = second_transport.out[1:].split(b"\r\n")[0]
+    assert job_id.startswith(b"D-")
+    records = list(read_records(node.driver.path.read_bytes()))
+    assert any(job_id in record.argument for record in records)
+    assert live.synced == 2
