@@ -10,14 +10,11 @@ when the query stops. It holds threads and sockets, so it is never pickled.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from operator import itemgetter
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +25,7 @@ from conveyor.spark import rows
 from conveyor.spark.journal import Journal
 from conveyor.spark.link import NodeError, NodeLink
 from conveyor.spark.options import ReadOptions, address_text
+from conveyor.spark.spool import Spool
 
 log = logging.getLogger("conveyor.spark")
 
@@ -88,29 +86,14 @@ class DriverState:
         self._acker = ThreadPoolExecutor(1, thread_name_prefix="conveyor-ack")
         self._stopping = threading.Event()
         self._warned: set[str] = set()
-        self._spool_dir: Path | None = None
+        self._spool = Spool(run)
         if options.lease_s > 0:
             threading.Thread(target=self._keep_leases, name="conveyor-lease", daemon=True).start()
 
     # -- spool files (exchange=file) ---------------------------------------------------
     def spool(self, seq: int, index: int, payload: bytes) -> str:
         """Write one partition's rows where the executors will read them."""
-        if self._spool_dir is None:
-            # Spark's own scratch space for this application (removed when it stops),
-            # else the system's temporary directory.
-            roots = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")
-            root = roots[0] if roots[0] else tempfile.gettempdir()
-            self._spool_dir = Path(tempfile.mkdtemp(prefix=f"conveyor-{self.run}-", dir=root))
-        path = self._spool_dir / f"batch-{seq:012d}-{index:04d}.arrow"
-        temporary = path.with_suffix(".tmp")
-        temporary.write_bytes(payload)
-        os.replace(temporary, path)
-        return str(path)
-
-    def _drop_spool(self, seq: int) -> None:
-        if self._spool_dir is not None:
-            for path in self._spool_dir.glob(f"batch-{seq:012d}-*.arrow"):
-                path.unlink(missing_ok=True)
+        return self._spool.write(seq, index, payload)
 
     # -- connections ------------------------------------------------------------------
     def link(self, node: tuple[str, int]) -> NodeLink:
@@ -266,6 +249,9 @@ class DriverState:
         """Ack every batch up to `end_seq` in the background; never raises, since an
         exception in commit() kills the query, and a failed ack is simply retried."""
         self.committed_seq = max(self.committed_seq, end_seq)
+        # Now, not after the acks: Spark reads a committed batch's files no more, and a
+        # node that stays down would otherwise keep them for as long as the query runs.
+        self._spool.drop_through(end_seq)
         if self.journal is not None:
             for seq in self.journal.pending():
                 if seq <= end_seq:
@@ -311,7 +297,6 @@ class DriverState:
             return False
         if self.journal is not None:
             self.journal.delete(batch.seq)
-        self._drop_spool(batch.seq)
         with self.lock:
             self.pending.pop(batch.seq, None)
         return True
@@ -372,3 +357,6 @@ class DriverState:
             links, self._links = self._links, []
         for link in links:
             link.shutdown()
+        # Spark reads no more of them once the query stops; a batch it had not committed
+        # is spooled again when a restarted query plans it.
+        self._spool.remove()
