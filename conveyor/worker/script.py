@@ -96,15 +96,16 @@ def run_script(
         os.close(fd)
     os.set_blocking(reply_w, False)
     output = _Output(out_r, stdio)
-    if on_start is not None:
-        on_start(proc.pid)  # the pid is its process group's id too (a new session)
     try:
+        if on_start is not None:
+            on_start(proc.pid)  # the pid is its process group's id too (a new session)
         problem, completion = _pump(
             proc, status_r, reply_w, output, time.monotonic() + timeout, hooks
         )
     except BaseException:
-        # A hook failed (a full disk, a vanished directory): the message comes back after
-        # RETRY, and this run must not go on unwatched, nor stay a zombie once it ends.
+        # A hook failed (a full disk, a vanished directory; on_start too): the message
+        # comes back after RETRY, and this run must not go on unwatched, nor stay a zombie
+        # once it ends, nor keep its pipes open in the worker.
         _kill_group(proc)
         output.close()
         raise

@@ -59,3 +59,24 @@ def test_a_hook_that_fails_ends_the_run_it_watched(tmp_path: Path) -> None:
     finally:
         if not _gone(started[0]):
             os.killpg(started[0], 9)
+
+
+def test_a_failing_start_hook_ends_the_run_and_keeps_no_pipe_open(tmp_path: Path) -> None:
+    started: list[int] = []
+
+    def status_not_writable(pid: int) -> None:  # the runner writes status.json here
+        started.append(pid)
+        raise OSError(28, "No space left on device")
+
+    open_before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="No space left"):
+        run_script(
+            ["bash", "-c", "sleep 60\n"], tmp_path, tmp_path / "stdio.log", dict(os.environ),
+            60.0, QUIET_HOOKS, status_not_writable,
+        )  # fmt: skip
+    try:  # killed and reaped, and none of its pipes left open in the worker
+        assert not Path(f"/proc/{started[0]}").exists()
+        assert sorted(os.listdir("/proc/self/fd")) == open_before
+    finally:
+        if not _gone(started[0]):
+            os.killpg(started[0], 9)
