@@ -91,7 +91,8 @@ class QueueConfig:
             raise QueueConfigError(f"{path}: must be a JSON object")
         try:
             return cls._from_doc(doc, directory)
-        except (TypeError, ValueError) as exc:
+        # OverflowError: int() of JSON's Infinity or 1e999 ("num_workers", "retry").
+        except (TypeError, ValueError, OverflowError) as exc:
             raise QueueConfigError(f"{path}: {exc}") from None
 
     @classmethod

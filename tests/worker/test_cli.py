@@ -104,6 +104,14 @@ def test_a_duration_no_run_could_use_is_refused(tmp_path: Path, field: str, valu
         QueueConfig.load(tmp_path)
 
 
+@pytest.mark.parametrize("field", ["num_workers", "retry"])
+def test_an_infinite_count_is_a_config_error(tmp_path: Path, field: str) -> None:
+    # int() of Infinity raised OverflowError, which `conveyor worker` showed as a traceback.
+    (tmp_path / "config.json").write_text(f'{{"name": "q", "script": "s", "{field}": 1e999}}')
+    with pytest.raises(QueueConfigError, match="infinity"):
+        QueueConfig.load(tmp_path)
+
+
 def test_create_refuses_a_timeout_of_nan(tmp_path: Path) -> None:
     result = conveyor("queue", "create", "q", "--script", "/bin/true", "--timeout", "nan",
                       "--dir", str(tmp_path))  # fmt: skip
