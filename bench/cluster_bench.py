@@ -21,10 +21,14 @@ Phases (`--only` takes their names, comma-separated):
   and restarted every 10 s (no AOF): then every node is back, the rest is drained, and
   the bench counts jobs whose ADDJOB was answered but were never delivered (lost,
   target 0) and jobs delivered more than once.
+- `cycle` (bench/cluster_cycle.py): RSS of the three nodes while clients loop a replicated
+  ADDJOB of 10 KB, GETJOB and ACKJOB or FASTACK for `--cycle-seconds` (30): flat, and no
+  job left on any node once the load stops.
 
 Figures are printed, never asserted; only 127.0.0.1; every loop is bounded in count and
 time. Usage:
-    python -m bench.cluster_bench [--only PHASES] [--crash-seconds S] [--quick] [--rounds N]
+    python -m bench.cluster_bench [--only PHASES] [--crash-seconds S] [--cycle-seconds S]
+                                  [--quick] [--rounds N]
 """
 
 from __future__ import annotations
@@ -365,8 +369,9 @@ def phase_throughput(quick: bool, rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="throughput,crash")
+    parser.add_argument("--only", default="throughput,crash,cycle")
     parser.add_argument("--crash-seconds", type=float, default=60.0)
+    parser.add_argument("--cycle-seconds", type=float, default=30.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds, 3-node rows")
     args = parser.parse_args()
@@ -377,6 +382,10 @@ def main() -> None:
         from bench.cluster_crash import phase_crash  # it imports this module's cluster
 
         phase_crash(args.crash_seconds)
+    if "cycle" in phases:
+        from bench.cluster_cycle import phase_cycle
+
+        phase_cycle(args.cycle_seconds)
 
 
 if __name__ == "__main__":
