@@ -103,6 +103,7 @@ bench-pressure: sysdeps $(STAMP)
 
 bench-spark: sysdeps $(STAMP)
 	$(PY) -m bench.spark_bench
+	$(PY) -m bench.analyze_bench
 
 # The probes of issue 9 (huge counts, giant and half-sent bulks, a slow reader, idle
 # connections, cycling blocked clients, an AUTH burst, held replies), each on a fresh node,
