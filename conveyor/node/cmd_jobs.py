@@ -19,7 +19,7 @@ from conveyor.node.parsing import (
     parse_scan_args,
     parse_timeout_ms,
 )
-from conveyor.node.replies import encode_getjob_reply, show_fields
+from conveyor.node.replies import dummy_ack_show_fields, encode_getjob_reply, show_fields
 from conveyor.protocol.resp import (
     Status,
     encode,
@@ -228,7 +228,11 @@ def show(server: Server, conn: Connection, args: list[bytes]) -> bytes:
     check_ids(args[1:2])
     job = server.core.jobs.get(args[1])
     if job is None:
-        return null_bulk(conn.protocol == 3)
+        dummy = server.cluster.acks.dummies.get(args[1])
+        if dummy is None:
+            return null_bulk(conn.protocol == 3)
+        fields = dummy_ack_show_fields(dummy.id, dummy.etime_ms, server.now)
+        return encode(fields, conn.protocol == 3)
     return encode(show_fields(job, server.core.node_name, server.now), conn.protocol == 3)
 
 

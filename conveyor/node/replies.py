@@ -113,3 +113,42 @@ def show_fields(job: Job, node_name: bytes, now_ms: int) -> list[object]:
         b"body",
         job.body,
     ]
+
+
+def dummy_ack_show_fields(job_id: bytes, etime_ms: int, now_ms: int) -> list[object]:
+    """SHOW of a dummy ack (an ACKJOB of an ID this node never held, kept while the ack
+    looks for a holder: cluster/acks.py). C Disque keeps one as an acked job with no queue,
+    body or holders and shows it so; the fields it never sets (its uninitialised memory)
+    are 0 or nil here."""
+    return [
+        b"id",
+        job_id,
+        b"queue",
+        None,
+        b"state",
+        b"acked",
+        b"repl",
+        0,
+        b"ttl",
+        _left(etime_ms // 1000, now_ms // 1000),
+        b"ctime",
+        0,
+        b"delay",
+        0,
+        b"retry",
+        0,
+        b"nacks",
+        0,
+        b"additional-deliveries",
+        0,
+        b"nodes-delivered",
+        [],
+        b"nodes-confirmed",
+        [],
+        b"next-requeue-within",
+        None,
+        b"next-awake-within",
+        None,
+        b"body",
+        None,
+    ]
