@@ -58,7 +58,13 @@ from conveyor.cluster.messages import (
 from conveyor.cluster.nodes import ClusterNode, gossip_sample, random_name, valid_name
 
 BLACKLIST_TTL_MS = 60_000  # a forgotten node is not re-added from gossip for this long
-_UNREACHABLE = NODE_MYSELF | NODE_HANDSHAKE | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
+# A NOADDR node is the old identity of a node that came back at its address under a new
+# name (its nodes.conf lost): kept until FORGET, as Disque keeps it, but no longer counted
+# in the cluster's size nor reachable (Disque counts it in both, so every such restart
+# raised the FAIL majority and the default REPLICATE for good, and ADDJOB sent copies to
+# nobody). Should that node talk to us again, its PING gives it an address back.
+_GHOST = NODE_HANDSHAKE | NODE_NOADDR
+_UNREACHABLE = NODE_MYSELF | _GHOST | NODE_LEAVING | NODE_PFAIL | NODE_FAIL
 
 
 class Membership(FailureDetection):
@@ -90,8 +96,9 @@ class Membership(FailureDetection):
         return self.myself.name
 
     def size(self) -> int:
-        """Nodes in the cluster, ourselves included (handshakes are not in it yet)."""
-        return sum(1 for node in self.nodes.values() if not node.flags & NODE_HANDSHAKE)
+        """Nodes in the cluster, ourselves included (handshakes are not in it yet, nor
+        the NOADDR identities left by nodes that came back under a new name)."""
+        return sum(1 for node in self.nodes.values() if not node.flags & _GHOST)
 
     def reachable(self) -> list[ClusterNode]:
         """Other nodes believed up and not leaving: replication targets. Kept until the
