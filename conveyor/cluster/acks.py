@@ -147,7 +147,8 @@ class AckGC:
             del self.dummies[dummy.id]
             return
         message = SetAck(self.membership.header(), dummy.id, 0)
-        self.membership.send_to([n for n in self._others() if n not in dummy.gc.confirmed], message)
+        unanswered = [n for n in self.membership.members() if n not in dummy.gc.confirmed]
+        self.membership.send_to(unanswered, message)
 
     def _schedule(
         self,
@@ -265,7 +266,9 @@ class AckGC:
                 del self.dummies[message.id]  # the node that knows the job takes over
                 return
             dummy.gc.confirmed.add(sender)
-            if len(dummy.gc.confirmed) >= len(self.membership.nodes):
+            # Nodes in handshake and the noaddr names of nodes back under a new name
+            # never answer: counted, as in Disque, they kept every dummy to its TTL.
+            if all(name in dummy.gc.confirmed for name in self.membership.members()):
                 del self.dummies[message.id]  # nobody in the cluster knows this ID
             return
         job = self.core.jobs.get(message.id)

@@ -100,6 +100,11 @@ class Membership(FailureDetection):
         the NOADDR identities left by nodes that came back under a new name)."""
         return sum(1 for node in self.nodes.values() if not node.flags & _GHOST)
 
+    def members(self) -> list[bytes]:
+        """The names size() counts: the nodes that can answer a message (a dummy ack
+        waits for each of them)."""
+        return [name for name, node in self.nodes.items() if not node.flags & _GHOST]
+
     def reachable(self) -> list[ClusterNode]:
         """Other nodes believed up and not leaving: replication targets. Kept until the
         view changes (every ADDJOB asks); not to be modified by the caller."""

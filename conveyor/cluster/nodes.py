@@ -95,7 +95,9 @@ class ClusterNode:
         )
 
     def hello_priority(self) -> int:
-        if self.flags & (NODE_FAIL | NODE_LEAVING):
+        # A noaddr name (a node back under a new name) has no address to connect to:
+        # Disque ranks it 5, before failing nodes; a client should never pick it.
+        if self.flags & (NODE_FAIL | NODE_LEAVING | NODE_NOADDR):
             return PRIORITY_FAIL
         if self.flags & NODE_PFAIL:
             return PRIORITY_PFAIL

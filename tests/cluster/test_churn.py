@@ -45,3 +45,37 @@ def test_a_peer_back_under_a_new_name_leaves_a_noaddr_entry_that_is_not_counted(
     job_id = client.execute_command("ADDJOB", "q", "body", "2000")
     show = client.execute_command("SHOW", job_id)
     assert show[show.index(b"repl") + 1] == 2
+
+
+UNKNOWN = b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1"  # odd TTL digits: a dummy ack
+
+
+def test_a_noaddr_name_neither_keeps_dummy_acks_nor_is_offered_by_hello(
+    tmp_path: Path, cluster: list[NodeProcess]
+) -> None:
+    # A dummy ack goes once every node said it does not know the job. A noaddr name
+    # never answers: counted among those nodes, it kept every dummy ack to its TTL (a
+    # day here) and its SETACK rounds going. And HELLO ranked it 5, before failing
+    # nodes, though it has no address to connect to.
+    form(tmp_path, cluster, 2)
+    survivor, port = cluster[0], cluster[1].port
+    old_name = cluster[1].client().execute_command("CLUSTER", "MYID")
+    cluster[1].stop()
+    cluster[1] = start(tmp_path / "fresh", 1, port)
+    cluster[1].client().execute_command("CLUSTER", "MEET", "127.0.0.1", survivor.port)
+
+    def healthy_beside_noaddr() -> bool:
+        lines = survivor.client().execute_command("CLUSTER", "NODES").decode().splitlines()
+        return sorted(line.split()[2] for line in lines) == ["myself", "noaddr", "noflags"]
+
+    wait_for(healthy_beside_noaddr, "the old name noaddr, the new one up")
+    client = survivor.client()
+    priorities = {entry[0]: int(entry[3]) for entry in client.execute_command("HELLO")[2:]}
+    assert priorities[old_name] == 100
+    assert sorted(priorities.values()) == [1, 1, 100]
+    assert client.execute_command("ACKJOB", UNKNOWN) == 0
+    wait_for(
+        lambda: client.execute_command("SHOW", UNKNOWN) is None,
+        "the dummy ack gone once the live node answered",
+        deadline_s=10.0,
+    )
