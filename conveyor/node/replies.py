@@ -72,47 +72,57 @@ def _node_list(nodes: tuple[bytes, ...] | None, node_name: bytes) -> list[bytes]
     return [node_name] if nodes is None else list(nodes)
 
 
+# SHOW's 15 field names, in Disque's order: a job's and a dummy ack's replies pair them.
+_SHOW_KEYS = (
+    b"id",
+    b"queue",
+    b"state",
+    b"repl",
+    b"ttl",
+    b"ctime",
+    b"delay",
+    b"retry",
+    b"nacks",
+    b"additional-deliveries",
+    b"nodes-delivered",
+    b"nodes-confirmed",
+    b"next-requeue-within",
+    b"next-awake-within",
+    b"body",
+)
+
+
+def _show_pairs(values: list[object]) -> list[object]:
+    return [item for pair in zip(_SHOW_KEYS, values, strict=True) for item in pair]
+
+
 def show_fields(job: Job, node_name: bytes, now_ms: int) -> list[object]:
     """SHOW's 15 pairs, in Disque's order; node_name is this node's (None lists it)."""
     if job.state == ACTIVE and job.qtime:
         requeue_within: int | None = _left(job.qtime, now_ms)
     else:
         requeue_within = None
-    awake = job.awake_at()
-    return [
-        b"id",
-        job.id,
-        b"queue",
-        job.queue,
-        b"state",
-        STATE_NAMES.get(job.state, b"deleted"),
-        b"repl",
-        job.repl,
-        b"ttl",
-        # Whole seconds on both sides, as Disque (etime - time(NULL)): a job SHOWn by
-        # both after a migration reads the same TTL.
-        _left(job.etime // 1000, now_ms // 1000),
-        b"ctime",
-        job.ctime,
-        b"delay",
-        job.delay,
-        b"retry",
-        job.retry,
-        b"nacks",
-        job.nacks,
-        b"additional-deliveries",
-        job.additional_deliveries,
-        b"nodes-delivered",
-        _node_list(job.nodes_delivered, node_name),
-        b"nodes-confirmed",
-        _node_list(job.nodes_confirmed, node_name),
-        b"next-requeue-within",
-        requeue_within,
-        b"next-awake-within",
-        _left(awake, now_ms),
-        b"body",
-        job.body,
-    ]
+    return _show_pairs(
+        [
+            job.id,
+            job.queue,
+            STATE_NAMES.get(job.state, b"deleted"),
+            job.repl,
+            # Whole seconds on both sides, as Disque (etime - time(NULL)): a job SHOWn by
+            # both after a migration reads the same TTL.
+            _left(job.etime // 1000, now_ms // 1000),
+            job.ctime,
+            job.delay,
+            job.retry,
+            job.nacks,
+            job.additional_deliveries,
+            _node_list(job.nodes_delivered, node_name),
+            _node_list(job.nodes_confirmed, node_name),
+            requeue_within,
+            _left(job.awake_at(), now_ms),
+            job.body,
+        ]
+    )
 
 
 def dummy_ack_show_fields(job_id: bytes, etime_ms: int, now_ms: int) -> list[object]:
@@ -120,35 +130,5 @@ def dummy_ack_show_fields(job_id: bytes, etime_ms: int, now_ms: int) -> list[obj
     looks for a holder: cluster/acks.py). C Disque keeps one as an acked job with no queue,
     body or holders and shows it so; the fields it never sets (its uninitialised memory)
     are 0 or nil here."""
-    return [
-        b"id",
-        job_id,
-        b"queue",
-        None,
-        b"state",
-        b"acked",
-        b"repl",
-        0,
-        b"ttl",
-        _left(etime_ms // 1000, now_ms // 1000),
-        b"ctime",
-        0,
-        b"delay",
-        0,
-        b"retry",
-        0,
-        b"nacks",
-        0,
-        b"additional-deliveries",
-        0,
-        b"nodes-delivered",
-        [],
-        b"nodes-confirmed",
-        [],
-        b"next-requeue-within",
-        None,
-        b"next-awake-within",
-        None,
-        b"body",
-        None,
-    ]
+    ttl = _left(etime_ms // 1000, now_ms // 1000)
+    return _show_pairs([job_id, None, b"acked", 0, ttl, 0, 0, 0, 0, 0, [], [], None, None, None])
