@@ -365,8 +365,7 @@ class RequestParser:
             if size is None or size < 4 or size - 4 > self.max_bulk_bytes:
                 raise ProtocolError(_unexpected(kind))
             content = size - 4
-        if content > UNAUTHENTICATED_BULK_BYTES and not self.authenticated:
-            raise ProtocolError("Protocol error: unauthenticated bulk length")
+        self._check_unauthenticated(content)
         return size
 
     def _line_element(self, data: bytes, pos: int, kind: int) -> bytes | None:
@@ -399,9 +398,13 @@ class RequestParser:
         self._odd_end = end + 2
         return text
 
-    def _check_line_size(self, size: int, kind: int) -> None:
+    def _check_unauthenticated(self, size: int) -> None:
+        """Redis 7's bulk limit for a client that has not authenticated yet."""
         if size > UNAUTHENTICATED_BULK_BYTES and not self.authenticated:
             raise ProtocolError("Protocol error: unauthenticated bulk length")
+
+    def _check_line_size(self, size: int, kind: int) -> None:
+        self._check_unauthenticated(size)
         if size > self.max_bulk_bytes:
             raise ProtocolError(_unexpected(kind))
 
