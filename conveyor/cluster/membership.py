@@ -98,11 +98,11 @@ class Membership(FailureDetection):
     def size(self) -> int:
         """Nodes in the cluster, ourselves included (handshakes are not in it yet, nor
         the NOADDR identities left by nodes that came back under a new name)."""
-        return sum(1 for node in self.nodes.values() if not node.flags & _GHOST)
+        return len(self.members())
 
     def members(self) -> list[bytes]:
-        """The names size() counts: the nodes that can answer a message (a dummy ack
-        waits for each of them)."""
+        """The names of the cluster's nodes, as size() counts them: those that can answer
+        a message (a dummy ack waits for each of them)."""
         return [name for name, node in self.nodes.items() if not node.flags & _GHOST]
 
     def reachable(self) -> list[ClusterNode]:
