@@ -74,6 +74,12 @@ class Node:
     def drain_rewrite_thread(self) -> None:
         self.driver._rewrite_executor.submit(lambda: None).result(GATE_S)
 
+    def close(self) -> None:
+        """Let any fsync held at the gate go, then stop the AOF and the loop."""
+        GatedFile.gate.set()
+        self.driver.close()
+        self.loop.close()
+
 
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
@@ -83,9 +89,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     try:
         yield node
     finally:
-        GatedFile.gate.set()
-        node.driver.close()
-        node.loop.close()
+        node.close()
 
 
 def test_a_rewrite_cancelled_while_renamed_into_place_leaves_no_partial_file(

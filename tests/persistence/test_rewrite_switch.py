@@ -53,9 +53,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     try:
         yield node
     finally:
-        GatedFile.gate.set()
-        node.driver.close()
-        node.loop.close()
+        node.close()
 
 
 def added(node: Node, body: bytes) -> bytes:
