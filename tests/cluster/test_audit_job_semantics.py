@@ -19,6 +19,18 @@ def blocked_clients(node: NodeProcess) -> int:
     return int(node.client().info("clients")["blocked_clients"])
 
 
+def held_copy(holder: redis.Redis) -> bytes:
+    """The ID of the copy of queue q's job that `holder` (node 1) gets, once it has it."""
+    copies: list[bytes] = []
+
+    def seen() -> bool:
+        copies[:] = holder.execute_command("JSCAN", "QUEUE", "q")[1]
+        return bool(copies)
+
+    wait_for(seen, "node 1 holds its copy")
+    return copies[0]
+
+
 def test_a_job_acked_elsewhere_while_waiting_for_copies_is_not_delivered(
     tmp_path: Path, cluster: list[NodeProcess]
 ) -> None:
@@ -43,17 +55,13 @@ def test_a_job_acked_elsewhere_while_waiting_for_copies_is_not_delivered(
         )
     )
     producer.start()
-    copies: list[bytes] = []
-    wait_for(
-        lambda: bool(copies.extend(holder.execute_command("JSCAN", "QUEUE", "q")[1]) or copies),
-        "node 1 holds its copy",
-    )
-    assert holder.execute_command("ACKJOB", copies[0]) == 1
+    copy = held_copy(holder)
+    assert holder.execute_command("ACKJOB", copy) == 1
     producer.join(10)
     consumer.join(10)
-    assert added == [copies[0]]  # the producer is answered: acked counts as replicated
+    assert added == [copy]  # the producer is answered: acked counts as replicated
     assert got == [None]  # the consumer timed out: an acked job is never handed out
-    shown = origin.execute_command("SHOW", copies[0])
+    shown = origin.execute_command("SHOW", copy)
     assert shown is None or shown[5] == b"acked"  # acked, or collected already
     assert origin.execute_command("QLEN", "q") == 0
 
@@ -79,12 +87,8 @@ def test_fastack_of_a_copy_while_its_addjob_waits_removes_the_job(
 
     producer = threading.Thread(target=produce)
     producer.start()
-    copies: list[bytes] = []
-    wait_for(
-        lambda: bool(copies.extend(holder.execute_command("JSCAN", "QUEUE", "q")[1]) or copies),
-        "node 1 holds its copy",
-    )
-    assert holder.execute_command("FASTACK", copies[0]) == 1
+    copy = held_copy(holder)
+    assert holder.execute_command("FASTACK", copy) == 1
     producer.join(10)
     assert len(added) == 1 and "NOREPL job removed" in str(added[0])
-    assert [node.client().execute_command("SHOW", copies[0]) for node in cluster] == [None] * 3
+    assert [node.client().execute_command("SHOW", copy) for node in cluster] == [None] * 3
