@@ -24,7 +24,7 @@ import time
 import redis
 import redis.asyncio
 
-from bench.node_common import rss_of
+from bench.job_cycle import sampled_load, second_half_spread
 
 BODY = b"x" * 10_000
 RSS_FLAT = 1.05
@@ -49,20 +49,6 @@ async def _client_loop(port: int, stop_at: float, client_no: int) -> int:
     finally:
         await client.aclose()
     return cycles
-
-
-async def _sampled_load(ports: list[int], pids: list[int], seconds: float) -> dict[str, object]:
-    started = time.monotonic()
-    stop_at = started + seconds
-    loops = asyncio.gather(
-        *(_client_loop(ports[n % len(ports)], stop_at, n) for n in range(CLIENTS))
-    )
-    samples: list[tuple[float, list[int]]] = []
-    while not loops.done() and time.monotonic() < stop_at + 30:
-        samples.append((time.monotonic() - started, [rss_of(pid) for pid in pids]))
-        await asyncio.sleep(1.0)
-    counts = await loops
-    return {"cycles": sum(counts), "elapsed": time.monotonic() - started, "samples": samples}
 
 
 def _resources(port: int) -> list[int]:
@@ -94,7 +80,9 @@ def phase_cycle(seconds: float) -> None:
     with cluster(conveyor_command, 3) as nodes:
         ports = [node.port for node in nodes]
         pids = [node.process.pid for node in nodes if node.process is not None]
-        out = asyncio.run(asyncio.wait_for(_sampled_load(ports, pids, seconds), seconds + 60))
+        stop_at = time.monotonic() + seconds
+        loops = [_client_loop(ports[n % len(ports)], stop_at, n) for n in range(CLIENTS)]
+        out = asyncio.run(asyncio.wait_for(sampled_load(loops, pids, seconds), seconds + 60))
         resources, drain_s = _drained(ports)
     samples: list[tuple[float, list[int]]] = out["samples"]  # type: ignore[assignment]
     cycles: int = out["cycles"]  # type: ignore[assignment]
@@ -107,8 +95,7 @@ def phase_cycle(seconds: float) -> None:
     flat_everywhere = True
     for index in range(len(pids)):
         series = [(at, rss[index]) for at, rss in samples]
-        half = [rss for at, rss in series if at >= seconds / 2]
-        spread = max(half) / min(half) if half else float("nan")
+        spread = second_half_spread(series, seconds)
         flat_everywhere &= spread <= RSS_FLAT
         shown = ", ".join(
             f"{at:.0f} s {rss / 2**20:.1f}" for at, rss in series[:: max(1, len(series) // 6)]

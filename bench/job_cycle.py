@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -43,16 +45,25 @@ async def _client_loop(port: int, stop_at: float, client_no: int) -> int:
     return cycles
 
 
-async def _sampled_load(port: int, pid: int, clients: int, seconds: float) -> dict[str, object]:
+async def sampled_load(
+    loops: list[Coroutine[Any, Any, int]], pids: list[int], seconds: float
+) -> dict[str, object]:
+    """Run the client `loops` (each returns its cycle count) while sampling the RSS of
+    every process of `pids` each second: samples are (seconds since start, [RSS...])."""
     started = time.monotonic()
-    stop_at = started + seconds
-    loops = asyncio.gather(*(_client_loop(port, stop_at, n) for n in range(clients)))
-    samples: list[tuple[float, int]] = []
-    while not loops.done() and time.monotonic() < stop_at + 30:
-        samples.append((time.monotonic() - started, rss_of(pid)))
+    running = asyncio.gather(*loops)
+    samples: list[tuple[float, list[int]]] = []
+    while not running.done() and time.monotonic() < started + seconds + 30:
+        samples.append((time.monotonic() - started, [rss_of(pid) for pid in pids]))
         await asyncio.sleep(1.0)
-    counts = await loops
+    counts = await running
     return {"cycles": sum(counts), "elapsed": time.monotonic() - started, "samples": samples}
+
+
+def second_half_spread(series: list[tuple[float, int]], seconds: float) -> float:
+    """Largest over smallest RSS of the run's second half, after warm-up."""
+    half = [rss for at, rss in series if at >= seconds / 2]
+    return max(half) / min(half) if half else float("nan")
 
 
 def run_job_cycle(workdir: Path, results: dict[str, object], seconds: float, clients: int) -> None:
@@ -63,18 +74,19 @@ def run_job_cycle(workdir: Path, results: dict[str, object], seconds: float, cli
         flush=True,
     )
     with conveyor_node(workdir) as (port, process):
-        out = asyncio.run(
-            asyncio.wait_for(_sampled_load(port, process.pid, clients, seconds), seconds + 60)
-        )
+        stop_at = time.monotonic() + seconds
+        loops = [_client_loop(port, stop_at, n) for n in range(clients)]
+        load = sampled_load(loops, [process.pid], seconds)
+        out = asyncio.run(asyncio.wait_for(load, seconds + 60))
         probe = redis.Redis(port=port, protocol=2)
         try:
             resources = probe.execute_command("DEBUG", "RESOURCES")
         finally:
             probe.close()
-    samples: list[tuple[float, int]] = out["samples"]  # type: ignore[assignment]
+    sampled: list[tuple[float, list[int]]] = out["samples"]  # type: ignore[assignment]
+    samples = [(at, rss[0]) for at, rss in sampled]
     cycles: int = out["cycles"]  # type: ignore[assignment]
-    half = [rss for at, rss in samples if at >= seconds / 2]
-    spread = max(half) / min(half) if half else float("nan")
+    spread = second_half_spread(samples, seconds)
     flat = spread <= JOB_CYCLE_RSS_FLAT
     jobs_left, timer_entries = resources[4], resources[5]
     print(
