@@ -5,13 +5,15 @@
 With a command it is sent once, the reply printed like redis-cli prints it, and the exit
 code is 1 for an error reply. Without one it reads commands from a prompt (readline line
 editing, history in ~/.conveyor_history, TAB completion of command names), or from
-standard input when that is not a terminal.
+standard input when that is not a terminal: then the exit code is 1 when any of them
+failed (redis-cli's is 0 whatever happened, which a script cannot check).
 
 Replies are read and printed as redis-cli prints them by client/_cli_replies.py.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -221,7 +223,11 @@ def _completer(words: list[str]) -> Callable[[str, int], str | None]:
 
 
 def repl(session: Session, raw: bool, interactive: bool | None = None) -> int:
-    """The interactive loop; returns the exit code (0)."""
+    """The prompt, or the commands piped on standard input; returns the exit code.
+
+    At a prompt it is 0, as in redis-cli: the user saw each reply. Piped, it is 1 when
+    any command failed (an error reply, a line that could not be sent, a node that could
+    not be reached), so a script can tell; every reply is printed all the same."""
     if interactive is None:
         interactive = sys.stdin.isatty()
     reader = _LineReader(interactive)
@@ -230,6 +236,7 @@ def repl(session: Session, raw: bool, interactive: bool | None = None) -> int:
             session.connect()
         except CliConnectionError as exc:
             click.echo(str(exc), err=True)
+    failed = False
     try:
         while True:
             prompt = f"{session.address}> " if session.connected else "not connected> "
@@ -239,38 +246,55 @@ def repl(session: Session, raw: bool, interactive: bool | None = None) -> int:
                 break
             except KeyboardInterrupt:
                 click.echo("")
+                failed = True  # piped: the commands left were never run
                 break
             except UnicodeDecodeError:  # a terminal's line, not in its locale's encoding
                 click.echo("Invalid argument(s): not text in the terminal's encoding")
                 continue
-            args = split_args(line)
-            if args is None:
-                click.echo("Invalid argument(s)")
-                continue
-            if not args:
-                continue
-            name = args[0].lower()
-            if name in (b"quit", b"exit"):
+            outcome = _run_line(session, line, raw)
+            if outcome is _Outcome.QUIT:
                 break
-            if name == b"help":
-                click.echo(help_text(args[1:]))
-                continue
-            if name == b"clear" and len(args) == 1:
-                click.clear()
-                continue
-            try:
-                reply = session.call(args)
-            except CliConnectionError as exc:
-                click.echo(str(exc))
-                continue
-            except KeyboardInterrupt:  # e.g. a long GETJOB; the connection was closed
-                click.echo("")
-                continue
-            _show(reply, raw or (_wants_raw(args) and not isinstance(reply, ErrorReply)))
+            failed = failed or outcome is _Outcome.FAILED
     finally:
         reader.save()
         session.disconnect()
-    return 0
+    return 1 if failed and not interactive else 0
+
+
+class _Outcome(enum.Enum):
+    DONE = "done"
+    FAILED = "failed"
+    QUIT = "quit"
+
+
+def _run_line(session: Session, line: bytes, raw: bool) -> _Outcome:
+    """One line of the prompt or of the piped script: run and printed."""
+    args = split_args(line)
+    if args is None:
+        click.echo("Invalid argument(s)")
+        return _Outcome.FAILED
+    if not args:
+        return _Outcome.DONE
+    name = args[0].lower()
+    if name in (b"quit", b"exit"):
+        return _Outcome.QUIT
+    if name == b"help":
+        click.echo(help_text(args[1:]))
+        return _Outcome.DONE
+    if name == b"clear" and len(args) == 1:
+        click.clear()
+        return _Outcome.DONE
+    try:
+        reply = session.call(args)
+    except CliConnectionError as exc:
+        click.echo(str(exc))
+        return _Outcome.FAILED
+    except KeyboardInterrupt:  # e.g. a long GETJOB; the connection was closed
+        click.echo("")
+        return _Outcome.FAILED
+    failed = isinstance(reply, ErrorReply)
+    _show(reply, raw or (_wants_raw(args) and not failed))
+    return _Outcome.FAILED if failed else _Outcome.DONE
 
 
 @click.command(

@@ -272,7 +272,7 @@ def test_repl_from_stdin(tmp_path: Path, node: NodeProcess, raw: redis.Redis) ->
         input='ADDJOB q x 0\nQLEN q\n\nhelp GETJOB\nPING "a b"\nPING "open\nNOPE\nquit\nQLEN q\n',
         home=tmp_path,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # NOPE and the open quote failed
     lines = result.stdout.splitlines()
     assert lines[0].startswith("D-") and len(lines[0]) == 40
     assert lines[1] == "(integer) 1"
@@ -371,7 +371,10 @@ def test_interactive_prompt_and_history(
         terminal.read_until(terminal.prompt)
         terminal.type(b"QLEN q")
         assert b"(integer) 0" in terminal.read_until(b"(integer) 0")
+        terminal.type(b"NOPE")
+        terminal.read_until(b"(error) ERR unknown command")
         terminal.type(b"quit")
+        # At a prompt an error reply was seen by the user: the exit code stays 0.
         assert terminal.process.wait(timeout=10) == 0
     history = (tmp_path / ".conveyor_history").read_text()
     assert "QLEN q" in history
@@ -415,7 +418,7 @@ def test_repl_reconnects_after_the_connection_drops(
             raise EOFError from None
 
     monkeypatch.setattr(_LineReader, "read", lambda self, prompt: fake_input(prompt).encode())
-    assert repl(session, raw=False, interactive=False) == 0
+    assert repl(session, raw=False, interactive=False) == 1  # the killed connection
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "PONG"
     assert lines[1].startswith("Error:")  # the killed connection
@@ -430,7 +433,7 @@ def test_repl_against_a_dead_port(
     monkeypatch.setattr(
         _LineReader, "read", lambda self, prompt: (next(lines, None) or _eof()).encode()
     )
-    assert repl(Session("127.0.0.1", port, None), raw=False, interactive=False) == 0
+    assert repl(Session("127.0.0.1", port, None), raw=False, interactive=False) == 1
     out = capsys.readouterr().out
     assert f"Could not connect to Conveyor at 127.0.0.1:{port}" in out
     assert "QLEN queue" in out  # help works without a node
@@ -438,3 +441,33 @@ def test_repl_against_a_dead_port(
 
 def _eof() -> str:
     raise EOFError
+
+
+# -- piped: the exit code says whether every command succeeded -------------------------------
+@pytest.mark.parametrize(
+    ("script", "pongs"),
+    [
+        ("PING\nNOPE\nPING\n", 2),  # an error reply
+        ("PING\nACKJOB nope\n", 1),  # an error reply as the last command
+        ('PING "open\nPING\n', 1),  # a line that could not be sent
+    ],
+)
+def test_piped_commands_exit_1_when_one_failed(node: NodeProcess, script: str, pongs: int) -> None:
+    result = run_cli("-p", str(node.port), input=script)
+    assert result.returncode == 1, result.stdout
+    # Every reply is still printed, the failing ones included.
+    assert result.stdout.count("PONG") == pongs
+    assert "(error)" in result.stdout or "Invalid argument(s)" in result.stdout
+
+
+def test_piped_commands_exit_0_when_all_succeeded(node: NodeProcess, raw: redis.Redis) -> None:
+    # help for an unknown topic, empty lines and quit are not failed commands.
+    result = run_cli("-p", str(node.port), input="PING\n\nhelp nosuch\nQLEN q\nquit\nNOPE\n")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.splitlines()[-1] == "(integer) 0"
+
+
+def test_piped_commands_to_a_dead_node_exit_1() -> None:
+    result = run_cli("-p", str(free_port()), input="PING\n")
+    assert result.returncode == 1
+    assert "Could not connect to Conveyor" in result.stdout
