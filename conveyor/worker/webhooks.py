@@ -8,6 +8,10 @@ is given up. Pending deliveries are bounded (MAX_PENDING): past that a new one i
 with a warning rather than letting a dead endpoint grow the worker's memory. Each attempt's
 outcome is written to `webhook.json` in the message's directory for the console to show; the
 directory is looked up at each write, as an operator may move the message meanwhile.
+
+A stop is never held up by an endpoint: once the running scripts have ended, deliveries
+still pending get STOP_S more seconds; then those not sent (an attempt still waiting for
+its answer included) are dropped, recorded as given up and counted in one warning.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ MAX_PENDING = 10_000
 MAX_DELAY_S = 300.0
 TIMEOUT_S = 10.0
 MAX_URL = 2048
+STOP_S = 2.0  # at the worker's stop, what pending deliveries get before they are dropped
+DROPPED = "dropped: the worker stopped before the delivery was confirmed"
 
 
 def check_url(url: str) -> str:
@@ -64,6 +70,7 @@ class WebhookSender:
         self._order = itertools.count()  # ties in time keep submission order
         self._cond = threading.Condition()
         self._closed = False
+        self._in_flight: Delivery | None = None  # the attempt under way (its POST not answered)
         self._thread = threading.Thread(target=self._loop, name="webhooks", daemon=True)
         self._thread.start()
 
@@ -96,23 +103,37 @@ class WebhookSender:
         with self._cond:
             return len(self._heap)
 
-    def close(self, timeout: float) -> None:
-        """Let deliveries due within `timeout` go out, then stop."""
+    def close(self, timeout: float = STOP_S) -> int:
+        """Let deliveries due within `timeout` go out, then stop; the number dropped. None is
+        waited for past `timeout`, not even an attempt under way (its thread is a daemon):
+        a dead or hanging endpoint must not hold up the worker's exit."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._heap and self._heap[0][0] <= deadline and time.monotonic() < deadline:
+            while time.monotonic() < deadline and (
+                self._in_flight is not None or (self._heap and self._heap[0][0] <= deadline)
+            ):
                 self._cond.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             self._closed = True
-            self._cond.notify()
-        self._thread.join(max(0.1, deadline - time.monotonic()))
-        if self._heap:
-            log.warning("%d webhook deliveries not sent before the worker stopped", len(self._heap))
+            dropped = [entry[2] for entry in self._heap]
+            if self._in_flight is not None:
+                dropped.append(self._in_flight)
+            self._heap.clear()
+            # Under the lock: an attempt answered meanwhile writes its record after this one.
+            for delivery in dropped:
+                delivery.errors = [*delivery.errors[-4:], DROPPED]
+                _record(delivery, delivered=False, gave_up=True)
+            self._cond.notify_all()
+        if dropped:
+            log.warning("webhooks: %d deliveries dropped at stop, not sent within %gs",
+                        len(dropped), timeout)  # fmt: skip
+        return len(dropped)
 
     def _next(self) -> Delivery | None:
         with self._cond:
             while not self._closed:
                 if self._heap and self._heap[0][0] <= time.monotonic():
-                    return heapq.heappop(self._heap)[2]
+                    self._in_flight = heapq.heappop(self._heap)[2]
+                    return self._in_flight
                 wait = self._heap[0][0] - time.monotonic() if self._heap else None
                 self._cond.wait(wait)
             return None
@@ -120,26 +141,33 @@ class WebhookSender:
     def _loop(self) -> None:
         while (delivery := self._next()) is not None:
             error = _post(delivery)
-            delivery.attempts += 1
-            if error is None:
-                _record(delivery, delivered=True, gave_up=False)
-                with self._cond:
-                    self._cond.notify_all()
-                continue
-            delivery.errors = [*delivery.errors[-4:], error]
-            gave_up = delivery.attempts >= self.max_attempts
-            _record(delivery, delivered=False, gave_up=gave_up)
-            if gave_up:
-                log.warning("webhook to %s given up after %d attempts: %s",
-                            delivery.url, delivery.attempts, error)  # fmt: skip
-            else:
-                delay = min(MAX_DELAY_S, self.backoff * 2 ** (delivery.attempts - 1))
-                with self._cond:
-                    heapq.heappush(
-                        self._heap, (time.monotonic() + delay, next(self._order), delivery)
-                    )
+            # Under the lock, and in flight until settled: close() sees each delivery either
+            # in flight, or in the heap, or finished; none is left unrecorded at a stop.
             with self._cond:
+                if self._closed:  # close() recorded it as dropped; only a success beats that
+                    if error is None:
+                        delivery.attempts += 1
+                        _record(delivery, delivered=True, gave_up=False)
+                    return
+                self._settle(delivery, error)
+                self._in_flight = None
                 self._cond.notify_all()
+
+    def _settle(self, delivery: Delivery, error: str | None) -> None:
+        """Record an attempt's outcome; schedule the next attempt of a failed one."""
+        delivery.attempts += 1
+        if error is None:
+            _record(delivery, delivered=True, gave_up=False)
+            return
+        delivery.errors = [*delivery.errors[-4:], error]
+        gave_up = delivery.attempts >= self.max_attempts
+        _record(delivery, delivered=False, gave_up=gave_up)
+        if gave_up:
+            log.warning("webhook to %s given up after %d attempts: %s",
+                        delivery.url, delivery.attempts, error)  # fmt: skip
+            return
+        delay = min(MAX_DELAY_S, self.backoff * 2 ** (delivery.attempts - 1))
+        heapq.heappush(self._heap, (time.monotonic() + delay, next(self._order), delivery))
 
 
 def _post(delivery: Delivery) -> str | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -193,6 +195,61 @@ def test_a_message_moved_between_attempts_keeps_its_webhook_record(
     )
     assert record["attempts"] == 2 and record["errors"] == ["HTTP 500"]
     assert hook.posts[0]["state"] == "err"
+
+
+class Silent:
+    """A TCP endpoint that accepts connections and never answers: a hung webhook target."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)  # the accept loop looks at `closed` between waits
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
+        self.connections: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                self.connections.append(self.server.accept()[0])  # held open, never read
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.closed = True
+        self.server.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def test_a_stop_is_not_held_up_by_a_webhook_that_never_answers(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """The endpoint takes the connection and never answers: the first attempt waits for
+    its answer, the second message's waits its turn. TERM with a long grace: the worker
+    exits without waiting for them (it waited up to the whole grace), and each message's
+    webhook.json says it was dropped."""
+    silent = Silent()
+    try:
+        config = _queue(tmp_path, "wh_hang")
+        worker = start_worker(str(config.directory), "--grace", "300")
+        ids = [add_message(client, config, Envelope(webhook=silent.url)) for _ in range(2)]
+        for job_id in ids:
+            wait_state(config.directory, job_id, ("done",))
+        wait_for(lambda: silent.connections, what="the first attempt connected")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(60) == 0  # bounded: before the fix it waited out the 300 s grace
+    finally:
+        silent.close()
+    assert "webhooks: 2 deliveries dropped at stop, not sent within 2s" in worker.output()
+    for job_id in ids:
+        record = webhook_record(
+            config.directory / "done" / job_id.replace("/", "_") / "webhook.json"
+        )
+        assert record is not None and (record["delivered"], record["gave_up"]) == (False, True)
+        assert record["errors"][-1] == webhooks.DROPPED
 
 
 @pytest.mark.parametrize("url", ["file:///etc/hostname", "ftp://127.0.0.1/x"])
