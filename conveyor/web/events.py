@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -24,7 +25,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from conveyor.web import pages_ops, views, workdirs
+from conveyor.web import livelog, pages_ops, views, workdirs
 from conveyor.web.ansi import AnsiRenderer
 from conveyor.web.console import Console, base_url, console
 from conveyor.web.gateway import ApiError
@@ -135,31 +136,45 @@ def queue_events(
 class _LogFollower:
     """The log from where the page's first event left it, decoded and rendered in pieces
     with one decoder and one ANSI renderer, so characters and colours split between two
-    pieces come out whole."""
+    pieces come out whole. The cursor knows which file it read (conveyor.web.livelog): a
+    log rotated between two polls is finished from stdio.log.1, then read on from the new
+    file's start."""
 
     def __init__(self, c: Console, queue: str, msg_id: str) -> None:
         self.c, self.queue, self.msg_id = c, queue, msg_id
-        self.offset: int | None = None
+        self.started = False
+        self.cursor: livelog.LogCursor | None = None
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.renderer = AnsiRenderer()
 
-    def poll(self) -> Events:
-        if self.offset is None:
-            text, self.offset = views.log_tail(self.c, self.queue, self.msg_id)
-            return [("log", {"reset": True, "html": self.renderer.feed(text)})]
+    def _directory(self) -> Path | None:
         config = self.c.dirs.get(self.queue)
         if config is None:
+            if not self.started:
+                raise ApiError(404, "no_queue_dir", f"no queue directory for {self.queue!r}")
+            return None
+        found = workdirs.find(config, self.msg_id)
+        return found[1] if found else None
+
+    def _html(self, data: bytes) -> str:
+        return self.renderer.feed(self.decoder.decode(data))
+
+    def poll(self) -> Events:
+        directory = self._directory()
+        if not self.started:
+            data = b""
+            if directory is not None:
+                data, self.cursor = livelog.tail(directory, workdirs.LOG_TAIL_BYTES)
+            self.started = True
+            return [("log", {"reset": True, "html": self._html(data)})]
+        if directory is None:
             return []
-        data, size = workdirs.read_log(config, self.msg_id, self.offset, LOG_CHUNK)
-        if 0 <= size < self.offset:  # the log was replaced: start over
-            self.offset = None
-            self.decoder.reset()
-            self.renderer = AnsiRenderer()
-            return self.poll()
-        if not data:
-            return []
-        self.offset += len(data)
-        html = self.renderer.feed(self.decoder.decode(data))
+        if self.cursor is None:  # no log at the first poll: from the start of the one now
+            self.cursor = livelog.start(directory)
+            if self.cursor is None:
+                return []
+        data, self.cursor = livelog.follow(directory, self.cursor, LOG_CHUNK)
+        html = self._html(data) if data else ""
         return [("log", {"reset": False, "html": html})] if html else []
 
 
