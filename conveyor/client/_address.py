@@ -17,8 +17,14 @@ NodeSpec = str | tuple[str, int]
 def parse_address(spec: NodeSpec) -> Address:
     """`host:port`, `host` (port 7711), `[v6]:port`, `:port` or a `(host, port)` tuple."""
     if isinstance(spec, tuple):
+        if len(spec) != 2 or not isinstance(spec[0], str):
+            raise TypeError(f"a node address tuple must be (host: str, port: int), not {spec!r}")
         host, port = spec
         return (host or DEFAULT_HOST, _port(port, spec))
+    if not isinstance(spec, str):
+        raise TypeError(
+            f"a node address must be 'host:port' or a (host, port) tuple, not {type(spec).__name__}"
+        )
     text = spec.strip()
     if not text:
         raise ValueError("empty node address")
@@ -37,10 +43,14 @@ def parse_address(spec: NodeSpec) -> Address:
 
 
 def _port(value: Any, spec: object) -> int:
-    try:
+    """A port: an int, or decimal digits in a string. int() alone took 7711.9 as 7711,
+    True as 1, and " 12", "+12" or "1_2" as 12."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         port = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"bad port in node address {spec!r}") from None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        port = value
+    else:
+        raise ValueError(f"bad port in node address {spec!r}")
     if not 0 < port < 65536:
         raise ValueError(f"port out of range in node address {spec!r}")
     return port
@@ -57,6 +67,10 @@ def parse_nodes(nodes: Sequence[NodeSpec] | str | None) -> list[Address]:
         return [(DEFAULT_HOST, DEFAULT_PORT)]
     if isinstance(nodes, str):
         nodes = [part for part in nodes.split(",") if part.strip()]
+    elif _is_one_address(nodes):
+        raise TypeError(f"nodes must be a list of addresses: [{nodes!r}], not {nodes!r}")
+    elif isinstance(nodes, bytes | bytearray) or not isinstance(nodes, Sequence):
+        raise TypeError(f"nodes must be a list of addresses or a str, not {type(nodes).__name__}")
     addresses: list[Address] = []
     for spec in nodes:
         address = parse_address(spec)
@@ -67,11 +81,23 @@ def parse_nodes(nodes: Sequence[NodeSpec] | str | None) -> list[Address]:
     return addresses
 
 
+def _is_one_address(nodes: object) -> bool:
+    """`("10.0.0.1", 7711)` where `[("10.0.0.1", 7711)]` was meant."""
+    return (
+        isinstance(nodes, tuple)
+        and len(nodes) == 2
+        and isinstance(nodes[0], str)
+        and isinstance(nodes[1], int)
+    )
+
+
 def parse_url(url: str) -> tuple[list[Address], dict[str, Any]]:
     """`disque://[:password@]host[:port][,host:port...][?socket_timeout=5]`.
 
     Returns the addresses and the keyword arguments (password, timeouts) for the client.
     """
+    if not isinstance(url, str):
+        raise TypeError(f"a disque:// URL must be a str, not {type(url).__name__}")
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in URL_SCHEMES:
         raise ValueError(f"not a disque:// URL: {url!r}")
@@ -88,9 +114,16 @@ def parse_url(url: str) -> tuple[list[Address], dict[str, Any]]:
             options["password"] = unquote(_user)
     for name, values in parse_qs(query).items():
         if name in ("socket_timeout", "socket_connect_timeout"):
-            options[name] = float(values[-1])
+            options[name] = _seconds(name, values[-1])
         elif name == "password":
             options["password"] = values[-1]
         else:
             raise ValueError(f"unknown URL option {name!r}")
     return parse_nodes(netloc or f"{DEFAULT_HOST}:{DEFAULT_PORT}"), options
+
+
+def _seconds(name: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name} in the URL must be a number of seconds, not {value!r}") from None

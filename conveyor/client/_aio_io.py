@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from conveyor.client import _batch, _routing
 from conveyor.client import _commands as cmd
 from conveyor.client._address import Address, format_address
-from conveyor.client._base import BaseClient
+from conveyor.client._base import BaseClient, check_redis_options
 from conveyor.client._commands import Call, JobRef
 from conveyor.client.errors import (
     ConnectionError,
@@ -44,6 +44,7 @@ class AsyncTransport(BaseClient):
     calls."""
 
     def _init_io(self) -> None:
+        check_redis_options(redis.asyncio.Redis, self._redis_options)
         self._redis: redis.asyncio.Redis | None = None
         self._lock = asyncio.Lock()
         # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).

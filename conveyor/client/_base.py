@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import threading
@@ -38,6 +39,27 @@ def _timeout(name: str, value: object) -> float | None:
     return float(value)
 
 
+def _max_connections(value: object) -> int | None:
+    """Checked here for the same reason as the timeouts: redis-py took 0 as "no limit" and
+    refused -1 or 1.5 only on the first command."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_connections must be an int or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_connections must be >= 1 (None: no limit), not {value}")
+    return value
+
+
+def check_redis_options(redis_class: type, options: dict[str, Any]) -> None:
+    """Options passed on to redis-py must be ones `redis_class` takes: a misspelt one
+    failed only on the first command, as a TypeError from inside redis-py."""
+    known = inspect.signature(redis_class.__init__).parameters
+    unknown = sorted(name for name in options if name not in known)
+    if unknown:
+        raise TypeError(f"unknown client option(s): {', '.join(unknown)}")
+
+
 class BaseClient:
     """Connection settings and the nodes learnt from HELLO. No I/O here."""
 
@@ -69,7 +91,7 @@ class BaseClient:
             if socket_connect_timeout is None
             else _timeout("socket_connect_timeout", socket_connect_timeout)
         )
-        self._max_connections = max_connections
+        self._max_connections = _max_connections(max_connections)
         self._redis_options = redis_options
         self._address: Address | None = None
         self._hello: Hello | None = None

@@ -16,7 +16,8 @@ next is packed, so the memory used stays bounded whatever the batch size.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -114,6 +115,14 @@ def _contiguous(body: memoryview) -> memoryview:
     return body.cast("B") if body.c_contiguous else memoryview(body.tobytes())
 
 
+def _listed(bodies: object) -> list[Body]:
+    """Bodies given as another iterable (a generator), as a list. A mapping or a set is
+    refused: its keys would go as the bodies, or in an order the IDs could not match."""
+    if isinstance(bodies, Mapping | AbstractSet) or not isinstance(bodies, Iterable):
+        raise TypeError(f"bodies must be a sequence of bodies, not {type(bodies).__name__}")
+    return list(bodies)
+
+
 def add_jobs(
     queue: str | bytes,
     bodies: Sequence[Body],
@@ -131,7 +140,7 @@ def add_jobs(
     if isinstance(bodies, str | bytes | bytearray | memoryview):
         raise TypeError("bodies must be a sequence of bodies, not a single body")
     if not isinstance(bodies, list | tuple):
-        bodies = list(bodies)
+        bodies = _listed(bodies)
     for body in bodies:
         if not isinstance(body, cmd.BODY_TYPES):
             cmd.body_bytes(body)  # raises the TypeError add_job gives

@@ -47,9 +47,20 @@ def _int(reply: Any) -> int:
 
 
 def job_id_of(ref: JobRef) -> str:
+    """A job's ID; anything but an ID or a `Job` is refused before anything is sent
+    (str() of it would go out: `ack(jobs)` sent "['D-...', ...]" and got BADID)."""
     if isinstance(ref, Job):
         return ref.id
-    return _parse.text(ref)
+    if isinstance(ref, str | bytes | bytearray | memoryview):
+        return _parse.text(ref)
+    hint = " (several jobs go as separate arguments: ack(*jobs))" if _is_many(ref) else ""
+    raise TypeError(
+        f"a job must be a job ID (str or bytes) or a Job, not {type(ref).__name__}{hint}"
+    )
+
+
+def _is_many(value: object) -> bool:
+    return isinstance(value, list | tuple | set | frozenset)
 
 
 def _ids(refs: Iterable[JobRef]) -> list[str]:
@@ -67,10 +78,21 @@ def _queue(queue: object) -> bytes:
     return _parse.to_bytes(queue)
 
 
+def _work_queue(queue: object) -> bytes:
+    """A queue to add jobs to or take them from: not empty. The node takes "", so
+    add_job("", ...) made a job no worker asks for and get_jobs("") waited forever (an
+    unset setting, most likely). The other methods take it: a queue "" made elsewhere
+    can still be looked at (the console lists every queue QSCAN gives)."""
+    name = _queue(queue)
+    if not name:
+        raise ValueError("a queue name must not be empty")
+    return name
+
+
 def _queues(queues: str | bytes | Sequence[str | bytes]) -> list[bytes]:
     if isinstance(queues, str | bytes):
-        return [_queue(queues)]
-    names = [_queue(name) for name in queues]
+        return [_work_queue(queues)]
+    names = [_work_queue(name) for name in queues]
     if not names:
         raise ValueError("at least one queue is needed")
     return names
@@ -101,7 +123,19 @@ def whole(name: str, value: object, minimum: int | None = None) -> int:
     return number
 
 
+RAW_ARG_TYPES = (str, bytes, bytearray, memoryview, int, float)
+
+
 def raw(*args: Any) -> Call[Any]:
+    """execute_command's call. Arguments are checked here: redis-py refused the others
+    with a different message in each twin (and IndexError for no argument at all)."""
+    if not args:
+        raise ValueError("execute_command needs a command name")
+    for arg in args:
+        if isinstance(arg, bool) or not isinstance(arg, RAW_ARG_TYPES):
+            raise TypeError(
+                f"a command argument must be str, bytes, int or float, not {type(arg).__name__}"
+            )
     # str as the other commands send it (see _queue).
     return Call(tuple(_parse.to_bytes(arg) if type(arg) is str else arg for arg in args), _identity)
 
@@ -120,7 +154,7 @@ def add_job(
 ) -> Call[str]:
     args: list[Any] = [
         "ADDJOB",
-        _queue(queue),
+        _work_queue(queue),
         body_bytes(body),
         whole("timeout_ms", timeout_ms, 0),
     ]

@@ -18,7 +18,7 @@ from redis.retry import Retry
 from conveyor.client import _batch, _routing
 from conveyor.client import _commands as cmd
 from conveyor.client._address import Address, format_address
-from conveyor.client._base import BaseClient
+from conveyor.client._base import BaseClient, check_redis_options
 from conveyor.client._commands import Call, JobRef
 from conveyor.client.errors import (
     ConnectionError,
@@ -38,6 +38,7 @@ class SyncTransport(BaseClient):
     """Connections of one `Client`: the current node, the peers acked directly, and the calls."""
 
     def _init_io(self) -> None:
+        check_redis_options(redis.Redis, self._redis_options)
         self._redis: redis.Redis | None = None
         self._lock = threading.RLock()
         # Other nodes spoken to directly: the makers of jobs being acked (_routing.py).

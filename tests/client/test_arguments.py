@@ -35,6 +35,34 @@ BAD_CALLS: list[tuple[str, Callable[[Any], Any], type[Exception], str]] = [
     ("float nack delay", lambda c: c.nack(JOB_ID, delay=0.5), TypeError, "delay must be an int"),
     ("float peek", lambda c: c.qpeek("q", 1.5), TypeError, "count must be an int"),
     ("int pause option", lambda c: c.pause("q", 5), ValueError, "unknown PAUSE option 5"),
+    # An unset setting: a job no worker asks for, a GETJOB waiting forever.
+    ("empty queue", lambda c: c.add_job("", b"x"), ValueError, "queue name must not be empty"),
+    ("batch empty queue", lambda c: c.add_jobs(b"", [b"x"]), ValueError, "must not be empty"),
+    ("get empty queue", lambda c: c.get_jobs(["q", ""]), ValueError, "must not be empty"),
+    # str() of these went out as the ID, for a BADID from the node.
+    (
+        "ack a list",
+        lambda c: c.ack([JOB_ID]),
+        TypeError,
+        r"not list \(several jobs .*ack\(\*jobs\)",
+    ),
+    ("ack None", lambda c: c.ack(None), TypeError, "job ID .* or a Job, not NoneType"),
+    ("working int", lambda c: c.working(5), TypeError, "a job must be a job ID"),
+    ("show a list", lambda c: c.show([JOB_ID]), TypeError, "not list"),
+    ("fast_ack int", lambda c: c.fast_ack(JOB_ID, 5), TypeError, "not int"),
+    # A dict's keys went as the bodies.
+    (
+        "batch dict",
+        lambda c: c.add_jobs("q", {b"a": b"b"}),
+        TypeError,
+        "sequence of bodies, not dict",
+    ),
+    ("batch set", lambda c: c.add_jobs("q", {b"a"}), TypeError, "sequence of bodies, not set"),
+    ("batch None", lambda c: c.add_jobs("q", None), TypeError, "sequence of bodies, not NoneType"),
+    # redis-py refused these with a different message in each twin, or IndexError.
+    ("raw None", lambda c: c.execute_command("ECHO", None), TypeError, "not NoneType"),
+    ("raw bool", lambda c: c.execute_command("ECHO", True), TypeError, "str, bytes, int or float"),
+    ("raw nothing", lambda c: c.execute_command(), ValueError, "needs a command name"),
 ]
 
 
@@ -107,3 +135,66 @@ def test_bad_socket_timeouts_are_refused_by_the_constructor(
     for cls in (Client, AsyncClient):
         with pytest.raises(error, match=words):
             cls([f"127.0.0.1:{node.port}"], **options)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        (
+            {"nodes": ("127.0.0.1", 7711)},
+            TypeError,
+            r"a list of addresses: \[\('127.0.0.1', 7711\)\]",
+        ),
+        ({"nodes": b"127.0.0.1:7711"}, TypeError, "not bytes"),
+        ({"nodes": 7711}, TypeError, "not int"),
+        ({"nodes": [None]}, TypeError, "'host:port' or a .host, port. tuple, not NoneType"),
+        ({"nodes": [("h", 1, 2)]}, TypeError, "must be .host: str, port: int."),
+        ({"nodes": [(7711, "h")]}, TypeError, "must be .host: str, port: int."),
+        ({"nodes": [("h", 7711.9)]}, ValueError, "bad port"),
+        ({"nodes": [("h", True)]}, ValueError, "bad port"),
+        ({"nodes": "h:+12"}, ValueError, "bad port"),
+        ({"nodes": "h:1_2"}, ValueError, "bad port"),
+        (
+            {"max_connections": 0},
+            ValueError,
+            "max_connections must be >= 1 .None: no limit., not 0",
+        ),
+        ({"max_connections": -1}, ValueError, "max_connections"),
+        ({"max_connections": 1.5}, TypeError, "max_connections must be an int or None, not float"),
+        ({"max_connections": "5"}, TypeError, "not str"),
+        ({"socket_timout": 5}, TypeError, "unknown client option.s.: socket_timout"),
+    ],
+    ids=lambda value: repr(value) if isinstance(value, dict) else "",
+)
+def test_bad_constructor_arguments_are_refused_at_once(
+    node: NodeProcess, options: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    # Each used to be taken (a port cut to an int, 0 as no limit) or to fail as an
+    # AttributeError, or on the first command only.
+    options = {"nodes": [f"127.0.0.1:{node.port}"], **options}
+    for cls in (Client, AsyncClient):
+        with pytest.raises(error, match=words):
+            cls(**options)
+
+
+@pytest.mark.parametrize(
+    ("url", "error", "words"),
+    [
+        ("disque://h:1?socket_timeout=abc", ValueError, "socket_timeout in the URL .* not 'abc'"),
+        (7711, TypeError, "URL must be a str, not int"),
+    ],
+)
+def test_bad_urls_are_refused_with_what_is_wrong(
+    url: Any, error: type[Exception], words: str
+) -> None:
+    for cls in (Client, AsyncClient):
+        with pytest.raises(error, match=words):
+            cls.from_url(url)
+
+
+def test_an_existing_empty_queue_can_still_be_looked_at(client: Client, raw: redis.Redis) -> None:
+    # Made elsewhere (conveyor cli ADDJOB "" ...): the console lists it and asks QSTAT.
+    raw.execute_command("ADDJOB", "", "x", 0)
+    assert client.qlen("") == 1
+    assert (client.qstat("") or {})["len"] == 1
+    assert [job.body for job in client.qpeek("")] == [b"x"]
