@@ -12,6 +12,7 @@ import json
 import random
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,8 @@ from conveyor.client import Client
 from conveyor.worker import claims
 
 _COMMIT_TTL_S = 7 * 86400
+# A failure's text goes into a log line and a dead letter: a megabyte message is cut.
+MAX_ERROR_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,27 @@ def encode_call(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, 
         return json.dumps({"task": name, "args": list(args), "kwargs": kwargs}).encode()
     except (TypeError, ValueError) as exc:
         raise TypeError(f"task {name}: arguments must be JSON-serialisable: {exc}") from None
+
+
+def call_problem(call: dict[str, Any]) -> str | None:
+    """What makes a decoded call impossible to make, if anything."""
+    args, kwargs = call.get("args", []), call.get("kwargs", {})
+    if not isinstance(args, list):
+        return f"'args' must be a list, got {type(args).__name__}"
+    if not isinstance(kwargs, dict):
+        return f"'kwargs' must be an object, got {type(kwargs).__name__}"
+    return None
+
+
+def error_text(exc: BaseException) -> str:
+    """`Type: message` of a task's failure, at most MAX_ERROR_CHARS (and what was cut)."""
+    try:  # an exception with no str() is handled there; this guards what else might fail
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    except Exception:
+        text = f"{type(exc).__name__}: <no text>"
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS:,} more characters)"
+    return text
 
 
 def _delay_seconds(countdown: float | None, eta: datetime | None) -> int:

@@ -24,13 +24,12 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor, wait
 from types import FrameType
 from typing import Any
 
 from conveyor.client import Client, ConveyorError, Job
-from conveyor.worker.tasks import App, Task
+from conveyor.worker.tasks import App, Task, call_problem, error_text
 
 log = logging.getLogger("conveyor.worker.tasks")
 _FETCH_WAIT_MS = 1000
@@ -41,10 +40,11 @@ _ABANDON_AFTER_S = 2.0  # after its timeout, how long a pool thread gets to take
 # A run given up on (TaskWorker.abandoned): the watchdog settles it; it is forgotten once
 # it is settled and its thread is back, so the table holds only threads still stuck.
 _SETTLING, _SETTLED, _BACK_WHILE_SETTLING = 0, 1, 2
-# What a task may raise, as its failure. sys.exit() in a task (SystemExit) ended the worker
-# process in its main thread and skipped retries and backoff in a pool thread; signals
+# What a task may raise, as its failure: anything. sys.exit() in a task (SystemExit), or a
+# class of its own based on BaseException, ended the worker process in its main thread and
+# in a pool thread had its job put back and run again at once, no retry spent; signals
 # never raise KeyboardInterrupt here (the worker handles INT), so a task raised that too.
-_TASK_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
+_TASK_FAILURES = (BaseException,)
 
 
 class TaskTimeout(Exception):
@@ -176,6 +176,10 @@ class TaskWorker:
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             self._dead_letter(job, self.app.dead_letter_queue(job.queue), f"bad call: {exc!r}")
             return None
+        problem = call_problem(call)
+        if problem is not None:  # never runnable: no retry could help
+            self._dead_letter(job, self.app.dead_letter_queue(job.queue), f"bad call: {problem}")
+            return None
         if (job.additional_deliveries or 0) > task.options.retries + _MAX_EXTRA_DELIVERIES:
             self._dead_letter(job, self.app.dead_letter_queue(job.queue), "delivered too often")
             return None
@@ -263,7 +267,7 @@ class TaskWorker:
 
     def _failed(self, job: Job, task: Task, exc: BaseException) -> None:
         failures = (job.nacks or 0) + 1
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        text = error_text(exc)
         try:
             if failures > task.options.retries:
                 self._dead_letter(job, self.app.dead_letter_queue(task.options.queue), text)

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 
 from conveyor.worker import App
@@ -59,3 +60,37 @@ async def async_record(value: int) -> None:
 def exits(tag: str) -> None:
     report("exits", tag)
     sys.exit(3)
+
+
+class Fatal(BaseException):
+    """Not an Exception, and not picklable (it holds a lock): still only a task's failure."""
+
+    def __init__(self, tag: str) -> None:
+        super().__init__(tag)
+        self.lock = threading.Lock()
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this one")
+
+
+@app.task(queue="t", retries=0)
+def raises_base(tag: str) -> None:
+    raise Fatal(tag)
+
+
+@app.task(queue="t", retries=0)
+def raises_unprintable() -> None:
+    raise Unprintable()
+
+
+@app.task(queue="t", retries=0)
+def raises_huge() -> None:
+    raise ValueError("x" * 1_000_000)
+
+
+@app.task(queue="t")
+def returns_odd(tag: str) -> object:
+    report("returns_odd", tag)
+    return {object(), b"\xff"}  # no JSON, no pickle: a result is not kept, so no matter

@@ -156,3 +156,35 @@ def test_processes_and_unknown_tasks(
     wait_for(lambda: len(results(client, "record")) == 20, what="20 runs")
     wait_for(lambda: len(dead_letters(client)) == 2, what="2 dead letters")
     assert sorted(r[1] for r in results(client, "record")) == list(range(20))
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_odd_failures_and_results_are_recorded_and_the_worker_serves_on(
+    client: Client, start_worker: Callable[..., WorkerProcess], threads: str
+) -> None:
+    """A BaseException that is no Exception (it ended the worker in its main thread, and
+    in a pool thread its job was put back and run again and again), an exception with no
+    text, one a megabyte long (sent whole into the dead letter and the log), a call whose
+    arguments are no list (retried as if the task had failed), a result that is no JSON."""
+    task_app.raises_base.delay("b")
+    task_app.raises_unprintable.delay()
+    task_app.raises_huge.delay()
+    noop = task_app.noop.name
+    client.add_job("t", json.dumps({"task": noop, "args": 5}).encode())
+    client.add_job("t", json.dumps({"task": noop, "kwargs": ["a"]}).encode())
+    task_app.returns_odd.delay("r")
+    worker = start_worker("--app", APP, "--threads", threads)
+    dead = wait_for(lambda: len(letters := dead_letters(client)) == 5 and letters, 30, "5 letters")
+    [huge, *errors] = sorted(letter["error"] for letter in dead)  # "V" sorts before "b"
+    assert errors == [
+        "bad call: 'args' must be a list, got int",
+        "bad call: 'kwargs' must be an object, got list",
+        "tests.worker.task_app.Fatal: b",
+        "tests.worker.task_app.Unprintable: <exception str() failed>",
+    ]
+    assert huge.startswith("ValueError: xxx") and huge.endswith("(995,916 more characters)")
+    assert len(huge) < 5000
+    assert results(client, "returns_odd") == [["returns_odd", "r"]]
+    task_app.record.delay(8)
+    wait_for(lambda: results(client, "record") == [["record", 8]], 20, "the next call run")
+    assert client.qlen("t") == 0 and worker.process.poll() is None, worker.output()
