@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from conveyor.worker.envelope import PARAMS
 from conveyor.worker.stdiolog import (
     DEFAULT_BACKUPS,
     DEFAULT_MAX_BYTES,
@@ -121,7 +122,7 @@ class QueueConfig:
             env=_no_nul(
                 str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))), "'env'"
             ),
-            dup_reply_id=bool(doc.get("dup_reply_id", True)),
+            dup_reply_id=_flag(doc.get("dup_reply_id", True), "dup_reply_id"),
             log_limits=LogLimits(
                 _count(doc.get("log_max_bytes", DEFAULT_MAX_BYTES), "log_max_bytes", MIN_MAX_BYTES),
                 _count(doc.get("log_backups", DEFAULT_BACKUPS), "log_backups", 0, MAX_BACKUPS),
@@ -162,8 +163,18 @@ def _no_nul(text: str, where: str) -> str:
     return text
 
 
+def _flag(value: Any, key: str) -> bool:
+    # bool("false") is True: a quoted or numeric flag would silently mean the opposite.
+    if not isinstance(value, bool):
+        raise ValueError(f"'{key}' must be true or false, got {value!r}")
+    return value
+
+
 def _exec_prefix(value: Any) -> str:
-    prefix = _no_nul(str(value), "'exec_prefix'")
+    # str(None) is "None": `"exec_prefix": null` made every run exec a program "None".
+    if not isinstance(value, str):
+        raise ValueError(f"'exec_prefix' must be a string (\"\" for none), got {value!r}")
+    prefix = _no_nul(value, "'exec_prefix'")
     try:
         shlex.split(prefix)  # as each run splits it (script.build_command)
     except ValueError as exc:
@@ -200,7 +211,12 @@ def _schedule(value: Any) -> list[ScheduleEntry]:
         if not isinstance(item, dict) or not isinstance(item.get("cron"), str):
             raise ValueError("each schedule entry needs a 'cron' string")
         validate_cron(_no_nul(item["cron"], "'schedule' cron"))
-        # A param becomes an RQ_PARAMn variable of each tick's run.
+        # A param becomes an RQ_PARAMn variable of each tick's run; any other name made an
+        # envelope every worker refuses, and each tick's message went to err.
+        names = [_no_nul(k, "'schedule' param names") for k in item if k.startswith("param")]
+        odd = sorted(name for name in names if name not in PARAMS)
+        if odd:
+            raise ValueError(f"'schedule' params are param1..param4, got {odd[0]!r}")
         params = {
             _no_nul(k, "'schedule' param names"): _no_nul(str(v), f"'schedule' {k}")
             for k, v in item.items()

@@ -224,3 +224,28 @@ def test_a_message_in_its_new_folder_never_shows_the_old_status(
     store.move(store.enter_run("D-failing", {}), "err", "exit 1")
     assert seen_at_move == [("done", "done"), ("err", "err")]
     assert store.status("D-moving") == {"state": "done", "status": "ok", "updated": ANY}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"dup_reply_id": "false"}, "'dup_reply_id' must be true or false, got 'false'"),
+        ({"exec_prefix": None}, "'exec_prefix' must be a string (\"\" for none), got None"),
+        (
+            {"schedule": [{"cron": "@hourly", "param5": "x"}]},
+            "'schedule' params are param1..param4, got 'param5'",
+        ),
+    ],
+)
+def test_a_config_value_read_as_something_else_stops_the_worker_at_start(
+    tmp_path: Path, fields: dict[str, Any], message: str
+) -> None:
+    # Accepted, "false" meant true, null made every run exec a program named "None", and
+    # param5 made each tick a message every worker refuses (all to err).
+    queue_dir = tmp_path / "q"
+    queue_dir.mkdir()
+    doc = {"name": "q", "script": "/bin/true", **fields}
+    (queue_dir / "config.json").write_text(json.dumps(doc))
+    result = conveyor("worker", str(queue_dir), "--nodes", "127.0.0.1:1")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith(message), result.stderr
