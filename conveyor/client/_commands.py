@@ -249,6 +249,9 @@ def pause(queue: str | bytes, options: Sequence[str]) -> Call[str]:
 
 
 def info(section: str | None = None) -> Call[dict[str, Any]]:
+    if section is not None and not isinstance(section, str):
+        # Else redis-py's encoder refused it, with a message of its own in each twin.
+        raise TypeError(f"an INFO section must be a str, not {type(section).__name__}")
     args = ("INFO",) if section is None else ("INFO", section)
     return Call(args, _parse.info)
 
@@ -309,5 +312,15 @@ def jscan(
 
 
 def normalize_states(states: str | Iterable[str]) -> tuple[str, ...]:
-    """JSCAN's STATE filter: a state name or several (ORed)."""
-    return (states,) if isinstance(states, str) else tuple(states)
+    """JSCAN's STATE filter: a state name or several (ORed), checked here: the node's
+    error does not name the state, and a non-str reached redis-py's encoder (a message
+    of its own in each twin)."""
+    if isinstance(states, str):
+        states = (states,)
+    elif not isinstance(states, Iterable):
+        raise TypeError(f"states must be a state name or several, not {type(states).__name__}")
+    wanted = tuple(states)
+    for state in wanted:
+        if not isinstance(state, str) or state.lower() not in JOB_STATES:
+            raise ValueError(f"unknown job state {state!r}; use {sorted(JOB_STATES)}")
+    return wanted

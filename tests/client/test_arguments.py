@@ -63,7 +63,37 @@ BAD_CALLS: list[tuple[str, Callable[[Any], Any], type[Exception], str]] = [
     ("raw None", lambda c: c.execute_command("ECHO", None), TypeError, "not NoneType"),
     ("raw bool", lambda c: c.execute_command("ECHO", True), TypeError, "str, bytes, int or float"),
     ("raw nothing", lambda c: c.execute_command(), ValueError, "needs a command name"),
+    ("info list", lambda c: c.info(["server"]), TypeError, "INFO section must be a str, not list"),
+    ("info int", lambda c: c.info(5), TypeError, "not int"),
 ]
+
+# Scans are (async) generators: what they are given is checked on the first step.
+BAD_SCANS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    ("state int", {"states": [5]}, ValueError, r"unknown job state 5; use \['acked'"),
+    ("state name", {"states": "done"}, ValueError, "unknown job state 'done'"),
+    ("states None", {"states": None}, TypeError, "a state name or several, not NoneType"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [case[1:] for case in BAD_SCANS],
+    ids=[case[0] for case in BAD_SCANS],
+)
+def test_bad_scan_arguments_are_refused_before_sending(
+    node: NodeProcess, options: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    with Client([f"127.0.0.1:{node.port}"], socket_timeout=5) as client:
+        with pytest.raises(error, match=words):
+            next(client.scan_jobs(**options))
+        assert list(client.scan_jobs(states=["QUEUED", "active"])) == []
+
+    async def the_async_twin() -> None:
+        async with AsyncClient([f"127.0.0.1:{node.port}"], socket_timeout=5) as client:
+            with pytest.raises(error, match=words):
+                await anext(client.scan_jobs(**options))
+
+    asyncio.run(the_async_twin())
 
 
 @pytest.mark.parametrize(
