@@ -82,11 +82,25 @@ def _already_fetched(target: Path, attachment: Attachment) -> bool:
         return False
 
 
+def check_url(attachment: Attachment) -> None:
+    """A URL no fetch could ever use is a bad message (err at once): urlsplit's ValueError
+    (an unclosed "[") escaped the slot, and the message came back after RETRY for ever; no
+    host or a port that is no number was fetched again and again until max_count."""
+    url, name = attachment.url, attachment.name
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is no number 0..65535 raises ValueError here
+    except ValueError as exc:
+        raise EnvelopeError(f"attachment {name!r}: bad URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise EnvelopeError(f"attachment {name!r}: URL must be http(s), not {parts.scheme!r}")
+    if not parts.hostname or any(ord(c) < 33 for c in url):
+        raise EnvelopeError(f"attachment {name!r}: bad URL: no host, or a space or control")
+
+
 def fetch(attachment: Attachment, target: Path) -> None:
     """Stream `attachment.url` into `target`, checking size and MD5 on the way."""
-    scheme = urlsplit(attachment.url).scheme
-    if scheme not in ("http", "https"):
-        raise EnvelopeError(f"attachment {attachment.name!r}: URL must be http(s), not {scheme!r}")
+    check_url(attachment)
     part = target.with_name(target.name + ".part")
     digest = hashlib.md5()
     size = 0

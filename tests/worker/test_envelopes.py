@@ -39,6 +39,20 @@ BAD = {
         ).to_json(),
         "attachment name over 250 bytes in UTF-8 (256)",
     ),
+    # URLs no fetch can use: one made the slot fail (back after RETRY, for ever), the
+    # others were fetched again and again until max_count.
+    "attachment_url_unclosed_ipv6": (
+        b'{"attachments": [{"name": "a", "md5": "0", "url": "http://[::1/a"}]}',
+        "attachment 'a': bad URL: Invalid IPv6 URL",
+    ),
+    "attachment_url_no_host": (
+        b'{"attachments": [{"name": "a", "md5": "0", "url": "http:///a"}]}',
+        "attachment 'a': bad URL: no host",
+    ),
+    "attachment_url_port": (
+        b'{"attachments": [{"name": "a", "md5": "0", "url": "http://h:x/a"}]}',
+        "attachment 'a': bad URL: Port could not be cast",
+    ),
 }
 
 
