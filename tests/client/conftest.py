@@ -1,13 +1,17 @@
-"""Fixtures: one real node per test module, emptied before each test, and clients on it."""
+"""Fixtures: one real node per test module, emptied before each test, and clients on it;
+a three-node cluster for the tests that kill nodes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
-from conveyor.client import Client
+from conveyor.client import AsyncClient, Client
+from tests.client.twins import Twin, where
+from tests.cluster.test_cluster_nodes import form
 from tests.servers import NodeProcess, running_node
 
 
@@ -31,3 +35,25 @@ def raw(node: NodeProcess) -> Iterator[redis.Redis]:
 def client(node: NodeProcess, raw: redis.Redis) -> Iterator[Client]:
     with Client([f"127.0.0.1:{node.port}"], socket_timeout=5) as conveyor_client:
         yield conveyor_client
+
+
+@pytest.fixture
+def trio(tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    """A real three-node cluster, every node knowing the others; a test may stop and
+    restart them (`start(tmp_path, index, port)` brings node `index` back, same ID)."""
+    nodes: list[NodeProcess] = []
+    try:
+        form(tmp_path, nodes, 3)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+@pytest.fixture(params=[Client, AsyncClient], ids=["sync", "async"])
+def twin(request: pytest.FixtureRequest, trio: list[NodeProcess]) -> Iterator[Twin]:
+    """A client of each kind in turn on `trio`, given the first node only: the others it
+    learns from HELLO."""
+    client = Twin(request.param, [where(trio[0])])
+    yield client
+    client.close()
