@@ -38,6 +38,10 @@ class Acker:
         for job_id in job_ids:
             self._pending.put(job_id)
 
+    def pending(self) -> int:
+        """Job IDs settled but not acknowledged yet (the worker's record shows it)."""
+        return self._pending.qsize()
+
     def close(self, timeout: float) -> None:
         """The acker sends what it holds, then ends."""
         self._pending.put(None)

@@ -78,6 +78,10 @@ class Scheduler:
         self.lookahead = lookahead
         self._seen: dict[tuple[str, int], bool] = {}  # ticks this process already claimed
 
+    def remembered(self) -> int:
+        """Ticks kept in the memo (those of the last hour): the record shows it stays small."""
+        return len(self._seen)
+
     def run_once(self) -> list[str]:
         """Claim and enqueue the ticks now due within the look-ahead; the new job IDs."""
         added: list[str] = []

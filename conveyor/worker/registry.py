@@ -83,7 +83,10 @@ class Registry:
                 with contextlib.suppress(OSError):
                     (folder / name).unlink()
 
-    def write(self, queues: list[dict[str, Any]], latency: dict[str, Any]) -> None:
+    def write(
+        self, queues: list[dict[str, Any]], latency: dict[str, Any],
+        held: dict[str, int] | None = None,
+    ) -> None:  # fmt: skip
         doc = {
             "id": self.id,
             "host": socket.gethostname(),
@@ -93,6 +96,9 @@ class Registry:
             "state": self.state,
             "queues": queues,
             "latency": latency,
+            # What the process holds beyond the running messages, which must go back to
+            # nothing once they are settled: a look at it tells a leak at once.
+            "held": held or {},
         }
         text = json.dumps(doc)
         for folder in self._dirs:

@@ -379,6 +379,7 @@ class QueueRunner:
             "slots": self.config.num_workers,
             "busy": len(running),
             "running": running,
+            "acks_pending": self._acker.pending(),
             "outcomes": self._outcome_counts(),
         }
 

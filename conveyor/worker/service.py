@@ -95,7 +95,7 @@ def serve_queues(
     try:
         while not stop.event.is_set():
             _obey(registry, runners, stop.event)
-            registry.write([r.status() for r in runners], latency.doc())
+            registry.write([r.status() for r in runners], latency.doc(), held(webhooks, scheduler))
             if scheduler.specs and registry.state == "running":
                 scheduler.run_once()
             if time.monotonic() - last_clean >= _CLEAN_EVERY_S:
@@ -104,7 +104,7 @@ def serve_queues(
                     store.clean(keep)
             stop.event.wait(_TICK_S)
         registry.state = "stopping"
-        registry.write([r.status() for r in runners], latency.doc())
+        registry.write([r.status() for r in runners], latency.doc(), held(webhooks, scheduler))
         deadline = time.monotonic() + grace
         for runner in runners:
             runner.join(max(0.0, deadline - time.monotonic()))
@@ -117,6 +117,12 @@ def serve_queues(
         registry.remove()
         client.close()
     return 0
+
+
+def held(webhooks: WebhookSender, scheduler: Scheduler) -> dict[str, int]:
+    """The worker-wide part of its record's `held`: webhook deliveries not finished, and
+    the schedule ticks remembered (per queue: `busy`, `running` and `acks_pending`)."""
+    return {"webhooks_pending": webhooks.pending(), "schedule_ticks": scheduler.remembered()}
 
 
 def _interrupt(runners: list[QueueRunner]) -> None:

@@ -100,8 +100,9 @@ class WebhookSender:
         return True
 
     def pending(self) -> int:
+        """Deliveries not finished: waiting for their time, or an attempt under way."""
         with self._cond:
-            return len(self._heap)
+            return len(self._heap) + (self._in_flight is not None)
 
     def close(self, timeout: float = STOP_S) -> int:
         """Let deliveries due within `timeout` go out, then stop; the number dropped. None is
