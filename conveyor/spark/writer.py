@@ -53,6 +53,15 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
+def _missing(queue: str | None, body: object) -> str:
+    """What keeps a row from being a job, or ""."""
+    if queue is None:
+        return "queue is null"
+    if not queue:
+        return "queue is empty"
+    return "body is null" if body is None else ""
+
+
 def add_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> AddedJobs:
     from conveyor.client import Client
     from conveyor.client.errors import BatchError, ConveyorError
@@ -75,11 +84,10 @@ def add_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> AddedJ
                 by_queue: dict[str, list[int]] = {}
                 for index in chunk:
                     queue = queues[index] if queues[index] is not None else options.queue
-                    if queue is None or bodies[index] is None:
-                        what = "queue" if queue is None else "body"
-                        raise ValueError(
-                            f"row {row + index} of partition {partition}: {what} is null"
-                        )
+                    # An empty name is refused by the client too, but without the row.
+                    what = _missing(queue, bodies[index])
+                    if what:
+                        raise ValueError(f"row {row + index} of partition {partition}: {what}")
                     by_queue.setdefault(queue, []).append(index)
                 for queue, indexes in by_queue.items():
                     try:

@@ -206,6 +206,16 @@ def test_a_null_body_fails_the_task_naming_the_row(
         ).mode("append").save()
 
 
+def test_an_empty_queue_name_fails_the_task_naming_the_row(
+    spark: SparkSession, node: NodeProcess, r: redis.Redis
+) -> None:
+    df = spark.createDataFrame([("a", "q"), ("b", "")], "body string, queue string")
+    with pytest.raises(Exception, match="row 1 of partition 0: queue is empty"):
+        df.coalesce(1).write.format("conveyor").option("nodes", f"127.0.0.1:{node.port}").mode(
+            "append"
+        ).save()
+
+
 # -- streaming write -------------------------------------------------------------------
 def test_stream_from_one_queue_to_another_with_options(
     spark: SparkSession, node: NodeProcess, r: redis.Redis, tmp_path: Path
