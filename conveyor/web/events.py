@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from conveyor.web import livelog, pages_ops, views, workdirs
 from conveyor.web.ansi import AnsiRenderer
@@ -37,6 +37,9 @@ log = logging.getLogger("conveyor.web")
 TICK_S = 1.0
 MAX_STREAM_S = 600.0
 LOG_CHUNK = 256 * 1024
+# Every stream sends at least a comment a second: a client that takes nothing for this long
+# has stopped reading (or its network has), and its stream ends.
+SEND_STALL_S = 60.0
 
 Events = list[tuple[str, Any]]
 
@@ -72,10 +75,16 @@ async def _stream(request: Request, build: Callable[[], Events]) -> AsyncIterato
         await asyncio.sleep(TICK_S)
 
 
+class _Stalled(Exception):
+    """The client took nothing of what the stream sent for SEND_STALL_S."""
+
+
 class _SlotResponse(StreamingResponse):
     """A stream that gives its slot back however it ends: its 10 minutes over, the client
     gone (an error writing, or Starlette cancelling it), the server shutting down (the
-    task cancelled)."""
+    task cancelled), or the client connected but reading nothing. That last one would
+    otherwise hold its slot for as long as it keeps the connection: a send waits while the
+    socket's buffers are full, so the stream never comes back to its loop's deadline."""
 
     def __init__(self, slot: StreamSlot, stream: AsyncIterator[bytes]) -> None:
         super().__init__(
@@ -86,8 +95,18 @@ class _SlotResponse(StreamingResponse):
         self.slot = slot
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def bounded_send(message: Message) -> None:
+            try:
+                await asyncio.wait_for(send(message), SEND_STALL_S)
+            except TimeoutError:
+                raise _Stalled from None
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, bounded_send)
+        except _Stalled:
+            log.info(
+                "stream %s ended: its client read nothing for %s s", scope["path"], SEND_STALL_S
+            )
         finally:
             self.slot.release()
 

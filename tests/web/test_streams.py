@@ -93,9 +93,11 @@ def _asgi_scope(path: str) -> dict[str, Any]:
     }
 
 
-async def _serve_stream(app: Any, cancel_after_first_chunk: bool) -> None:
+async def _serve_stream(app: Any, way_out: str) -> None:
     """One /events/workers stream served by the app in this process (no node needed), as
-    uvicorn would: cancelled (as at shutdown) once it sent its first chunk, or left to end."""
+    uvicorn would: cancelled (as at shutdown) once it sent its first chunk, left to end, or
+    sent to a client that reads nothing after its first chunk (uvicorn's send then waits
+    for the socket's buffers to drain, which never happens)."""
     first_chunk = asyncio.Event()
     never = asyncio.Event()
 
@@ -105,26 +107,33 @@ async def _serve_stream(app: Any, cancel_after_first_chunk: bool) -> None:
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body" and message.get("body"):
+            if first_chunk.is_set() and way_out == "client reads nothing":
+                await never.wait()
             first_chunk.set()
 
     task = asyncio.create_task(app(_asgi_scope("/events/workers"), receive, send))
     await asyncio.wait_for(first_chunk.wait(), 10)
-    if cancel_after_first_chunk:
+    if way_out == "cancelled at shutdown":
         task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    # Bounded: a stream that never ends fails here instead of hanging the test.
+    await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 20)
 
 
-@pytest.mark.parametrize("way_out", ["ten minutes over", "cancelled at shutdown"])
+@pytest.mark.parametrize(
+    "way_out", ["ten minutes over", "cancelled at shutdown", "client reads nothing"]
+)
 def test_a_stream_gives_its_slot_back(
     way_out: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     if way_out == "ten minutes over":
         monkeypatch.setattr(events, "MAX_STREAM_S", 0.0)
+    if way_out == "client reads nothing":
+        monkeypatch.setattr(events, "SEND_STALL_S", 0.5, raising=False)
     config = load_config(None, nodes=f"127.0.0.1:{free_port()}", max_streams=1)
     app = create_app(config)
     the_console = app.fastapi.state.console  # type: ignore[attr-defined]
     try:
-        asyncio.run(_serve_stream(app, cancel_after_first_chunk=way_out != "ten minutes over"))
+        asyncio.run(_serve_stream(app, way_out))
         assert the_console.streams.open == 0
         the_console.streams.take().release()  # the one slot can be taken again
     finally:
