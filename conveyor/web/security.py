@@ -109,7 +109,11 @@ def _same_origin(headers: Headers) -> bool:
     if origin is not None:
         if origin == "null":
             return False
-        return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+        try:
+            netloc = urlsplit(origin).netloc
+        except ValueError:  # "http://[": an origin no browser sends, so not ours
+            return False
+        return netloc.lower() == headers.get("host", "").lower()
     return headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
 
 

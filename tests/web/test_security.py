@@ -161,3 +161,22 @@ def test_csrf(secured: WebProcess, node: NodeProcess) -> None:
     # The viewer's token is not the admin's.
     viewer_page = httpx.get(f"{secured.url}/q/cs", auth=VIEWER, timeout=15).text
     assert token not in viewer_page
+
+
+@pytest.mark.parametrize("origin", ["http://[", "http://[::1", "http://a]b"])
+def test_an_unparsable_origin_is_a_cross_origin_refusal(
+    secured: WebProcess, node: NodeProcess, origin: str
+) -> None:
+    # urlsplit raises on an unclosed IPv6 bracket; the middleware runs before the app's
+    # error handlers, so that was a bare 500 with a traceback in the console's log.
+    answer = httpx.post(
+        f"{secured.url}/api/v1/queues/bo/pause",
+        json={"state": "all"},
+        auth=ADMIN,
+        headers={"origin": origin},
+        timeout=15,
+    )
+    assert answer.status_code == 403, answer.text
+    assert answer.json()["error"]["code"] == "cross_origin"
+    assert _pause_state(node, "bo") == "none"
+    assert "Traceback" not in secured.output()
