@@ -37,17 +37,27 @@ def client(node: NodeProcess, raw: redis.Redis) -> Iterator[Client]:
         yield conveyor_client
 
 
-@pytest.fixture
-def trio(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    """A real three-node cluster, every node knowing the others; a test may stop and
-    restart them (`start(tmp_path, index, port)` brings node `index` back, same ID)."""
+def formed(tmp_path: Path, count: int) -> Iterator[list[NodeProcess]]:
+    """A real cluster of `count` nodes, every node knowing the others, stopped after."""
     nodes: list[NodeProcess] = []
     try:
-        form(tmp_path, nodes, 3)
+        form(tmp_path, nodes, count)
         yield nodes
     finally:
         for node in nodes:
             node.stop()
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    yield from formed(tmp_path, 2)
+
+
+@pytest.fixture
+def trio(tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    """Three nodes; a test may stop and restart them (`start(tmp_path, index, port)`
+    brings node `index` back, same ID)."""
+    yield from formed(tmp_path, 3)
 
 
 @pytest.fixture(params=[Client, AsyncClient], ids=["sync", "async"])

@@ -10,29 +10,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-
-import pytest
 
 from conveyor.client import AsyncClient, Client, Hello, NodeInfo
 from conveyor.client._routing import PEER_DOWN_MAX_S, PEER_DOWN_S, PeerHealth
-from tests.cluster.test_cluster_nodes import form, wait_for
+from tests.cluster.test_cluster_nodes import wait_for
 from tests.servers import NodeProcess
 
 
 def where(node: NodeProcess) -> str:
     return f"127.0.0.1:{node.port}"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    nodes: list[NodeProcess] = []
-    try:
-        form(tmp_path, nodes, 2)
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 @contextmanager
