@@ -92,8 +92,7 @@ class QueueConfig:
             raise QueueConfigError(f"{path}: must be a JSON object")
         try:
             return cls._from_doc(doc, directory)
-        # OverflowError: int() of JSON's Infinity or 1e999 ("num_workers", "retry").
-        except (TypeError, ValueError, OverflowError) as exc:
+        except (TypeError, ValueError) as exc:
             raise QueueConfigError(f"{path}: {exc}") from None
 
     @classmethod
@@ -103,21 +102,18 @@ class QueueConfig:
             raise ValueError("'name' must be a string of 1..128 characters without '/'")
         if not isinstance(script, str) or not script:
             raise ValueError("'script' must be a non-empty path")
-        num_workers = int(doc.get("num_workers", 1))
-        if not 1 <= num_workers <= 128:
-            raise ValueError("'num_workers' must be in 1..128")
         config = cls(
             name=_no_nul(name, "'name'"),
             script=_no_nul(script, "'script'"),
             directory=directory.resolve(),
-            num_workers=num_workers,
+            num_workers=_count(doc.get("num_workers", 1), "num_workers", 1, 128),
             exec_prefix=_exec_prefix(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)),
             env_vars=_env_vars(doc.get("env_vars") or {}),
             coalesce_params=_param_numbers(doc, "coalesce_params"),
             blocking_params=_param_numbers(doc, "blocking_params"),
             schedule=_schedule(doc.get("schedule") or []),
             timeout=_seconds(doc.get("timeout", 3600), "timeout", _MAX_TIMEOUT_S),
-            retry=int(doc.get("retry", 30)),
+            retry=_count(doc.get("retry", 30), "retry", 1),
             keep_done=_seconds(doc.get("keep_done", 7 * 86400), "keep_done"),
             env=_no_nul(
                 str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))), "'env'"
@@ -128,15 +124,18 @@ class QueueConfig:
                 _count(doc.get("log_backups", DEFAULT_BACKUPS), "log_backups", 0, MAX_BACKUPS),
             ),
         )
-        if config.timeout <= 0 or config.retry < 1:
-            raise ValueError("'timeout' must be > 0 and 'retry' >= 1")
+        if config.timeout <= 0:
+            raise ValueError("'timeout' must be > 0")
         return config
 
 
 def _seconds(value: Any, key: str, most: int | None = None) -> float:
     """A duration of config.json. NaN (JSON's NaN, `--timeout nan`) passed every bound
     check and failed each run (no poll wait can be made of it), an infinite timeout each
-    blocking-params lock (its lease is int(timeout)); a NaN keep_done never cleaned."""
+    blocking-params lock (its lease is int(timeout)); a NaN keep_done never cleaned. Only a
+    JSON number: float() read "60" as 60 and true as 1 second."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"'{key}' must be a number of seconds, got {value!r}")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds < 0 or (most is not None and seconds > most):
         bound = "" if most is None else f" up to {most}"
@@ -145,8 +144,9 @@ def _seconds(value: Any, key: str, most: int | None = None) -> float:
 
 
 def _count(value: Any, key: str, least: int, most: int | None = None) -> int:
-    """A whole number of config.json in [least, most]; a float such as 1e7 is refused as
-    well as a string: a size silently cut to an integer is not what was written."""
+    """A whole number of config.json in [least, most]; a float such as 1e7 or 2.7 (or
+    1e999, which int() could not even cut), a bool and a string are refused: int() read
+    2.7 as 2, true as 1 and "3" as 3, a count silently not what was written."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"'{key}' must be a whole number, got {value!r}")
     if value < least or (most is not None and value > most):
@@ -196,9 +196,12 @@ def _env_vars(value: Any) -> dict[str, str]:
 
 def _param_numbers(doc: dict[str, Any], key: str) -> list[int]:
     value = doc.get(key) or []
-    if not isinstance(value, list) or any(int(n) not in (1, 2, 3, 4) for n in value):
-        raise ValueError(f"'{key}' must be a list of param numbers 1..4")
-    return sorted({int(n) for n in value})
+    # int() read 1.9 as 1, true as 1 and "2" as 2: a lock on a param never written.
+    if not isinstance(value, list) or any(
+        isinstance(n, bool) or n not in (1, 2, 3, 4) or not isinstance(n, int) for n in value
+    ):
+        raise ValueError(f"'{key}' must be a list of param numbers 1..4, got {value!r}")
+    return sorted(set(value))
 
 
 def _schedule(value: Any) -> list[ScheduleEntry]:

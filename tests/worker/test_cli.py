@@ -108,7 +108,7 @@ def test_a_duration_no_run_could_use_is_refused(tmp_path: Path, field: str, valu
 def test_an_infinite_count_is_a_config_error(tmp_path: Path, field: str) -> None:
     # int() of Infinity raised OverflowError, which `conveyor worker` showed as a traceback.
     (tmp_path / "config.json").write_text(f'{{"name": "q", "script": "s", "{field}": 1e999}}')
-    with pytest.raises(QueueConfigError, match="infinity"):
+    with pytest.raises(QueueConfigError, match=f"'{field}' must be a whole number, got inf"):
         QueueConfig.load(tmp_path)
 
 
@@ -249,3 +249,50 @@ def test_a_config_value_read_as_something_else_stops_the_worker_at_start(
     result = conveyor("worker", str(queue_dir), "--nodes", "127.0.0.1:1")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(message), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("num_workers", "2.7", "'num_workers' must be a whole number, got 2.7"),
+        ("num_workers", "2.0", "'num_workers' must be a whole number, got 2.0"),
+        ("num_workers", "true", "'num_workers' must be a whole number, got True"),
+        ("num_workers", '"3"', "'num_workers' must be a whole number, got '3'"),
+        ("num_workers", "null", "'num_workers' must be a whole number, got None"),
+        ("retry", "30.5", "'retry' must be a whole number, got 30.5"),
+        ("retry", "true", "'retry' must be a whole number, got True"),
+        ("retry", '"60"', "'retry' must be a whole number, got '60'"),
+        ("retry", "0", "'retry' must be >= 1, got 0"),
+        ("timeout", "true", "'timeout' must be a number of seconds, got True"),
+        ("timeout", '"60"', "'timeout' must be a number of seconds, got '60'"),
+        ("keep_done", "false", "'keep_done' must be a number of seconds, got False"),
+        ("keep_done", '"86400"', "'keep_done' must be a number of seconds, got '86400'"),
+        ("coalesce_params", "[1.5]", "'coalesce_params' must be a list of param numbers 1..4"),
+        ("coalesce_params", "[true]", "'coalesce_params' must be a list of param numbers 1..4"),
+        ("blocking_params", '["2"]', "'blocking_params' must be a list of param numbers 1..4"),
+        ("blocking_params", "[2.0]", "'blocking_params' must be a list of param numbers 1..4"),
+    ],
+)
+def test_a_number_of_config_json_that_is_not_one_stops_the_worker_at_start(
+    tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    # int() and float() cut or converted them: 2.7 workers were 2, `true` was 1 worker (or
+    # a RETRY of 1 s, a timeout of 1 s), "3" was 3, and [1.5] a lock on param1.
+    queue_dir = tmp_path / "q"
+    queue_dir.mkdir()
+    doc = f'{{"name": "q", "script": "/bin/true", "{field}": {value}}}'
+    (queue_dir / "config.json").write_text(doc)
+    result = conveyor("worker", str(queue_dir), "--nodes", "127.0.0.1:1")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(f"Error: {queue_dir / 'config.json'}: "), result.stderr
+    assert message in last_line, result.stderr
+
+
+def test_whole_and_fractional_numbers_where_they_belong_are_kept(tmp_path: Path) -> None:
+    doc = {"name": "q", "script": "s", "num_workers": 3, "retry": 45, "timeout": 2.5,
+           "keep_done": 60, "coalesce_params": [2, 1, 2], "blocking_params": [4]}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    config = QueueConfig.load(tmp_path)
+    assert (config.num_workers, config.retry, config.timeout, config.keep_done) == (3, 45, 2.5, 60)
+    assert (config.coalesce_params, config.blocking_params) == ([1, 2], [4])
