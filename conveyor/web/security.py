@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -29,6 +30,7 @@ from starlette.requests import Request
 
 from conveyor.web.config import Principal, WebConfig
 
+log = logging.getLogger("conveyor.web")
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -95,7 +97,7 @@ def authenticate(config: WebConfig, authorization: str | None) -> Principal | No
     if scheme.lower() == "basic" and config.users:
         try:
             decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except (binascii.Error, ValueError):  # ValueError: a non-ASCII character
             return None
         name, sep, password = decoded.partition(":")
         expected, role = config.users.get(name, ("\0no such user\0", "read"))
@@ -130,7 +132,26 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = _with_security_headers(send)
+        response = _Progress(_with_security_headers(send))
+        try:
+            await self._guard(scope, receive, response.send)
+        except Exception:
+            # After a complete response the app's error handler answered and logged it
+            # already (Starlette's ServerErrorMiddleware answers, then raises on): not
+            # logged twice. Halfway through one, nothing can be answered any more: raised
+            # on, so the server drops the connection and the client sees it cut short.
+            if response.started and not response.complete:
+                raise
+            if not response.complete:
+                await self._failed(scope, response.send)
+
+    async def _failed(self, scope: Scope, send: Send) -> None:
+        """An exception before any response (this middleware's own, out of the app's
+        error handlers): one log record with its traceback, and the app's JSON 500."""
+        log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+        await self._refuse(send, 500, "internal", "internal error; see the console's log")
+
+    async def _guard(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         path = scope.get("path", "")
         root = self.config.relative_root
@@ -242,6 +263,22 @@ def _replay(chunks: list[bytes], then: Receive | None = None) -> Receive:
         return {"type": "http.disconnect"}
 
     return receive
+
+
+class _Progress:
+    """How far the response went: its start sent, its last body piece sent."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.complete = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self._send(message)
 
 
 def _with_security_headers(send: Send) -> Send:

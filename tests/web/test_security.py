@@ -4,6 +4,7 @@ refused request left the node as it was."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import pytest
 pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
 import httpx
 
+from tests.conftest import free_port
 from tests.servers import NodeProcess
-from tests.web.conftest import WebProcess
+from tests.web.conftest import Background, WebProcess
 
 ADMIN = ("admin", "s3cret pass")
 VIEWER = ("viewer", "look only")
@@ -180,3 +182,48 @@ def test_an_unparsable_origin_is_a_cross_origin_refusal(
     assert answer.json()["error"]["code"] == "cross_origin"
     assert _pause_state(node, "bo") == "none"
     assert "Traceback" not in secured.output()
+
+
+@pytest.mark.parametrize("credentials", [b"Basic \xe9", b"Basic YWRtaW46\xff=="])
+def test_non_ascii_basic_credentials_are_a_401(secured: WebProcess, credentials: bytes) -> None:
+    # base64.b64decode raises ValueError (not binascii.Error) on a non-ASCII str: that was
+    # an exception in the middleware, a bare 500.
+    answer = httpx.get(
+        f"{secured.url}/api/v1/queues", headers={"authorization": credentials}, timeout=15
+    )
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["error"]["code"] == "unauthorized"
+    assert "Traceback" not in secured.output()
+
+
+class BrokenWeb(WebProcess):
+    """tests/web/broken_console.py: the console with a failure injected in the middleware."""
+
+    def __init__(self, tmp: Path, node: NodeProcess) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "tests.web.broken_console", str(self.port)]
+        Background.__init__(self, [*command, f"127.0.0.1:{node.port}"], tmp / "broken.log")
+        self._wait_ready()
+
+
+def test_a_failure_in_the_middleware_is_the_json_500_and_one_logged_traceback(
+    tmp_path: Path, node: NodeProcess
+) -> None:
+    broken = BrokenWeb(tmp_path, node)
+    try:
+        answer = httpx.get(f"{broken.url}/boom", timeout=15)
+        assert answer.status_code == 500, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json() == {
+            "error": {"code": "internal", "message": "internal error; see the console's log"}
+        }
+        assert answer.headers["x-frame-options"] == "DENY"  # the security headers, still
+        # The console goes on serving.
+        assert httpx.get(f"{broken.url}/api/v1/worker-queues", timeout=15).status_code == 200
+    finally:
+        broken.stop()
+    output = broken.output()
+    assert output.count("Traceback") == 1, output
+    assert output.count("unexpected error on GET /boom") == 1, output
+    assert "Exception in ASGI application" not in output  # uvicorn's own, a second one
