@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse
 from pydantic import AfterValidator
+from starlette.concurrency import run_in_threadpool
 
 from conveyor.web import schemas
 from conveyor.web.api_messages import attachment_url
@@ -56,6 +57,10 @@ async def upload(
     if length.isdigit() and int(length) > c.config.max_attachment_bytes:
         raise ApiError(413, "too_large", f"over {c.config.max_attachment_bytes} bytes")
     store = c.attachment_store()
+    if length.isdigit():
+        # Refused before the client sends it all. Off the event loop: expired files may be
+        # removed first.
+        await run_in_threadpool(store.room, int(length))
     stored = await save_stream(store, name, request.stream(), c.config.max_attachment_bytes)
     return {
         "id": stored.id,

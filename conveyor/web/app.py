@@ -59,6 +59,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (500, "internal error"),
         (502, "the node gave an unexpected error"),
         (503, "no node reachable, or the node cannot serve now"),
+        (507, "the attachment store is full (max_attachments_total_mb)"),
     )
 }
 

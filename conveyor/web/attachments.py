@@ -6,6 +6,13 @@ served. The job carries only a reference (URL, size, MD5), and the worker that r
 message fetches the file from `GET /attachments/<id>` (conveyor.worker.attachments). The ID
 is 192 random bits: the URL is the capability, so workers need no console credentials
 (like a pre-signed URL). Files older than KEEP_S are removed, at most once an hour.
+
+The store is bounded in total size too (`max_total`, config `max_attachments_total_mb`):
+every byte an upload writes is counted before it is written, together with the files
+stored and the uploads in progress, so uploads at once cannot pass the bound together. One
+that would pass it first removes the expired files; if that is not room enough it is
+refused with 507 Insufficient Storage (the request is fine, the store is full: it may pass
+later, unlike a 413) and its `.part` is removed.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from conveyor.worker.attachments import MAX_NAME_BYTES
 
 CHUNK = 1024 * 1024
 KEEP_S = 30 * 86400.0
+MAX_TOTAL = 10 * 1024**3  # WebConfig.max_attachments_total_bytes
 _CLEAN_EVERY_S = 3600.0
 ID_RE = r"[A-Za-z0-9_-]{32}"
 NAME_RE = rf"[^/\x00-\x1f.][^/\x00-\x1f]{{0,{MAX_NAME_BYTES - 1}}}"
@@ -75,12 +83,18 @@ class Writer:
         self.md5 = hashlib.md5()
         self.size = 0
         self._file: IO[bytes] = open(self.part, "wb")  # noqa: SIM115 - closed in finish/abort
+        store.started(self)
 
     def write(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size > self.limit:
+        if self.size + len(chunk) > self.limit:
             self.abort()
             raise ApiError(413, "too_large", f"attachment {self.name!r} is over {self.limit} bytes")
+        try:
+            self.store.take(len(chunk))
+        except ApiError:
+            self.abort()
+            raise
+        self.size += len(chunk)  # counted in the store from here: abort() gives it back
         self.md5.update(chunk)
         self._file.write(chunk)
 
@@ -91,22 +105,68 @@ class Writer:
         folder.mkdir(exist_ok=True)
         meta = {"name": stored.name, "md5": stored.md5, "size": stored.size, "at": time.time()}
         (folder / f"{self.id}.json").write_text(json.dumps(meta))
-        os.replace(self.part, folder / self.id)  # last: a file with no meta is never served
+        self.store.published(self, folder / self.id)
         return stored
 
     def abort(self) -> None:
         self._file.close()
         with contextlib.suppress(OSError):
             self.part.unlink()
+        self.store.aborted(self)
 
 
 class AttachmentStore:
-    def __init__(self, root: Path, keep_s: float = KEEP_S) -> None:
+    def __init__(self, root: Path, keep_s: float = KEEP_S, max_total: int = MAX_TOTAL) -> None:
         self.root = root
         self.keep_s = keep_s
+        self.max_total = max_total
         (root / "tmp").mkdir(parents=True, exist_ok=True)
         self._cleaned = 0.0
         self._lock = threading.Lock()
+        # Uploads in progress, counted by what they wrote, not by their .part on disk.
+        self._writers: set[Writer] = set()
+        self.used = self._bytes_on_disk()  # files stored, .part files and uploads
+
+    def room(self, size: int) -> None:
+        """ApiError 507 unless `size` more bytes fit in max_total now (expired files
+        removed first if need be). Counts nothing: an upload's early refusal."""
+        self._fit(size, take=False)
+
+    def take(self, size: int) -> None:
+        """Count `size` bytes an upload is about to write; ApiError 507 if they do not fit."""
+        self._fit(size, take=True)
+
+    def _fit(self, size: int, take: bool) -> None:
+        for clean_first in (False, True):  # expired files go before anything is refused
+            if clean_first:
+                self.clean()
+            with self._lock:
+                if self.used + size <= self.max_total:
+                    self.used += size if take else 0
+                    return
+        raise ApiError(
+            507,
+            "store_full",
+            f"the attachment store is full: {size} more bytes would pass its "
+            f"{self.max_total} (max_attachments_total_mb; {self.used} in use); "
+            f"attachments are removed {self.keep_s / 86400:g} days after their upload",
+        )
+
+    def started(self, writer: Writer) -> None:
+        with self._lock:
+            self._writers.add(writer)
+
+    def published(self, writer: Writer, path: Path) -> None:
+        """The upload's .part renamed to its place: its bytes stay counted, as a file."""
+        with self._lock:
+            os.replace(writer.part, path)  # last: a file with no meta is never served
+            self._writers.discard(writer)
+
+    def aborted(self, writer: Writer) -> None:
+        with self._lock:
+            if writer in self._writers:
+                self._writers.discard(writer)
+                self.used -= writer.size
 
     def writer(self, name: str, limit: int) -> Writer:
         self._maybe_clean()
@@ -154,17 +214,32 @@ class AttachmentStore:
         self.clean()
 
     def clean(self, now: float | None = None) -> int:
-        """Remove attachments (and abandoned .part files) older than keep_s."""
+        """Remove attachments (and abandoned .part files) older than keep_s, and count the
+        bytes in use again (a file removed by hand is no longer counted)."""
         cutoff = (time.time() if now is None else now) - self.keep_s
         removed = 0
-        for path in self.root.glob("*/*"):
-            try:
-                if path.stat().st_mtime < cutoff:
-                    path.unlink()
-                    removed += path.suffix != ".json"
-            except OSError:
-                continue
+        with self._lock:  # uploads wait to count their bytes (not to write them) meanwhile
+            live = {w.part for w in self._writers}
+            for path in self.root.glob("*/*"):
+                try:
+                    if path.stat().st_mtime < cutoff and path not in live:
+                        path.unlink()
+                        removed += path.suffix != ".json"
+                except OSError:
+                    continue
+            self.used = self._bytes_on_disk() + sum(w.size for w in self._writers)
         return removed
+
+    def _bytes_on_disk(self) -> int:
+        """Attachments and .part files of no upload in progress (meta files are not
+        counted: a few hundred bytes each)."""
+        live = {w.part for w in self._writers}
+        total = 0
+        for path in self.root.glob("*/*"):
+            if path.suffix != ".json" and path not in live:
+                with contextlib.suppress(OSError):
+                    total += path.stat().st_size
+        return total
 
 
 async def save_stream(

@@ -3,7 +3,8 @@
 RQ's keys (`env`, `host`, `port`, `addr`, `tmpdir`, `relative_root`, `basic_auth`,
 `allow_new_queue`) keep their meaning, so an RQ config.json loads unchanged. Conveyor adds
 `nodes`, `node_password`, `queues_dirs`, `api_tokens`, `read_only`, `secret_key`,
-`data_dir` (attachments are stored under it), `max_attachment_mb` and `max_streams`.
+`data_dir` (attachments are stored under it), `max_attachment_mb`,
+`max_attachments_total_mb` and `max_streams`.
 Command-line options override the file.
 """
 
@@ -34,6 +35,7 @@ _KNOWN_KEYS = frozenset(
         "secret_key",
         "data_dir",
         "max_attachment_mb",
+        "max_attachments_total_mb",
         "max_streams",
     }
 )
@@ -78,6 +80,9 @@ class WebConfig:
     # runs on this host (see Console.attachment_store).
     data_dir: Path | None = None
     max_attachment_bytes: int = 4096 * 1024 * 1024
+    # All attachments stored together (their age bounds them too: 30 days); an upload
+    # that would pass it is a 507. Room for two of the largest single attachments.
+    max_attachments_total_bytes: int = 10240 * 1024 * 1024
     # Live streams (each a task rendering every second) open at once; more are a 503.
     max_streams: int = 100
 
@@ -143,6 +148,8 @@ def _from_doc(doc: dict[str, Any]) -> WebConfig:
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1024 * 1024:
         raise ValueError("'max_attachment_mb' must be a whole number of megabytes, 1..1048576")
     config.max_attachment_bytes = size * 1024 * 1024
+    total = _whole(doc, "max_attachments_total_mb", 10240, 1, 1024**3)
+    config.max_attachments_total_bytes = total * 1024 * 1024
     config.max_streams = _whole(doc, "max_streams", config.max_streams, 1, 100_000)
     return config
 

@@ -62,7 +62,10 @@ class Console:
             if self._store_error and time.monotonic() - self._store_error[0] < _STORE_RETRY_S:
                 raise ApiError(409, "no_attachment_store", self._store_error[1])
             try:
-                self._store = AttachmentStore(self._data_dir() / "attachments")
+                self._store = AttachmentStore(
+                    self._data_dir() / "attachments",
+                    max_total=self.config.max_attachments_total_bytes,
+                )
             except (ApiError, OSError) as exc:
                 text = exc.message if isinstance(exc, ApiError) else f"data dir: {exc}"
                 self._store_error = (time.monotonic(), text)

@@ -3,11 +3,13 @@ MD5 checked, through `dup` too; and every way an upload can be refused."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,3 +268,51 @@ def test_attachment_urls_need_no_credentials_but_uploads_do(
         assert json.loads(httpx.get(f"{web.url}/api/v1/queues", auth=("ops", "pw")).text)
     finally:
         web.stop()
+
+
+def test_the_store_is_bounded_in_total_size(
+    tmp_path: Path, node: NodeProcess, big_queues: Path
+) -> None:
+    config = {"data_dir": str(tmp_path), "max_attachments_total_mb": 1}
+    bounded = WebProcess(tmp_path, node, config, big_queues)
+    store = tmp_path / "attachments"
+    try:
+        api = f"{bounded.url}/api/v1"
+        piece = b"x" * (600 * 1024)
+        first = httpx.post(f"{api}/attachments", params={"name": "a"}, content=piece, headers=RAW)
+        assert first.status_code == 201, first.text
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: refused while streaming
+            yield piece[: 300 * 1024]
+            yield piece[300 * 1024 :]
+
+        # Declared (refused before the body is read), streamed, inline base64, a form file.
+        _refused(
+            httpx.post(f"{api}/attachments", params={"name": "b"}, content=piece, headers=RAW),
+            507,
+            "store_full",
+        )
+        _refused(
+            httpx.post(f"{api}/attachments", params={"name": "b"}, content=chunks(), headers=RAW),
+            507,
+            "store_full",
+        )
+        inline = {"attachments": [{"name": "b", "data": base64.b64encode(piece).decode()}]}
+        answer = httpx.post(f"{api}/queues/big_dst/messages", json=inline)
+        _refused(answer, 507, "store_full")
+        files = {"attachment": ("b.bin", piece, "application/octet-stream")}
+        answer = httpx.post(f"{bounded.url}/q/big_dst/new_message", files=files)
+        _refused(answer, 507, "store_full")
+        assert not list((store / "tmp").iterdir())  # nothing partial left
+        stored = sorted(p.name for p in store.glob("*/*") if p.parent.name != "tmp")
+        assert stored == sorted([first.json()["id"], first.json()["id"] + ".json"])
+        # An expired attachment goes first: then the same upload fits.
+        month_ago = time.time() - 31 * 86400
+        for path in store.glob("*/*"):
+            os.utime(path, (month_ago, month_ago))
+        again = httpx.post(f"{api}/attachments", params={"name": "b"}, content=piece, headers=RAW)
+        assert again.status_code == 201, again.text
+        assert httpx.get(first.json()["url"]).status_code == 404
+        assert httpx.get(again.json()["url"]).content == piece
+    finally:
+        bounded.stop()

@@ -119,6 +119,12 @@ def test_attachment_config_keys(tmp_path: Path) -> None:
     for bad in (0, -1, "big", True, 1.5):
         with pytest.raises(WebConfigError, match="max_attachment_mb"):
             load_config(None, max_attachment_mb=bad)
+    total = load_config(None, max_attachments_total_mb=3).max_attachments_total_bytes
+    assert total == 3 * 1024 * 1024
+    assert load_config(None).max_attachments_total_bytes == 10 * 1024**3
+    for bad in (0, -1, "big", True, 1.5):
+        with pytest.raises(WebConfigError, match="'max_attachments_total_mb' must be a whole"):
+            load_config(None, max_attachments_total_mb=bad)
 
 
 def test_attachment_store_writes_checks_and_cleans(tmp_path: Path) -> None:
