@@ -106,8 +106,10 @@ class Envelope:
     @classmethod
     def from_json(cls, body: bytes) -> Envelope:
         try:
-            doc = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            # Numbers keep their text: a param of 1.50 is "1.50" to the script, not "1.5".
+            doc = json.loads(body, parse_int=_JsonInt, parse_float=_JsonFloat)
+        # ValueError: also an integer of more digits than int() reads (4300).
+        except (UnicodeDecodeError, ValueError) as exc:
             raise EnvelopeError(f"job body is not JSON: {exc}") from None
         except RecursionError:  # "[[[[..." deeper than the interpreter's stack
             raise EnvelopeError("job body is JSON nested too deeply") from None
@@ -116,13 +118,17 @@ class Envelope:
         params = doc.get("params", {})
         if not isinstance(params, dict) or any(k not in PARAMS for k in params):
             raise EnvelopeError("'params' must map param1..param4 to strings")
-        if any("\x00" in str(v) for v in params.values()):
+        try:
+            texts = {key: param_text(value, repr(key)) for key, value in params.items()}
+        except ValueError as exc:
+            raise EnvelopeError(str(exc)) from None
+        if any("\x00" in text for text in texts.values()):
             # Params become env vars, which cannot hold a NUL: the script could never start.
             raise EnvelopeError("a param holds a NUL byte; scripts get params as env vars")
         try:
             attachments = [Attachment.from_doc(a) for a in doc.get("attachments", [])]
             return cls(
-                params={k: str(v) for k, v in params.items()},
+                params=texts,
                 attachments=attachments,
                 origin=str(doc.get("origin", "")),
                 count=int(doc.get("count", 0)),
@@ -146,6 +152,51 @@ class Envelope:
             origin=self.origin,
             max_count=self.max_count,
         )
+
+
+class _JsonInt(int):
+    """A JSON integer that remembers its text (json.loads' parse_int)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _JsonInt:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+class _JsonFloat(float):
+    """A JSON number with a fraction or exponent that remembers its text (parse_float)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _JsonFloat:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def param_text(value: Any, where: str) -> str:
+    """What a script gets as RQ_PARAMn for a param of JSON value `value`: a string as it
+    is, a number as its JSON text (`3`, `1.50`). null, true/false, lists and objects are
+    refused: str() made them "None", "True" and Python reprs, never what was meant; so
+    are NaN and Infinity, which JSON does not have."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _JsonInt | _JsonFloat):
+        return value.text
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return json.dumps(value)
+    if isinstance(value, dict | list):
+        kind = "an object" if isinstance(value, dict) else "a list"
+    else:
+        kind = json.dumps(value)  # null, true, false, NaN, Infinity
+    raise ValueError(
+        f"{where} must be a string or a number (params are the script's RQ_PARAMn "
+        f"environment variables), got {kind}"
+    )
 
 
 def _finite(value: Any) -> float:

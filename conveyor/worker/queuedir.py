@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conveyor.worker.envelope import PARAMS
+from conveyor.worker.envelope import PARAMS, param_text
 from conveyor.worker.stdiolog import (
     DEFAULT_BACKUPS,
     DEFAULT_MAX_BYTES,
@@ -221,7 +221,9 @@ def _schedule(value: Any) -> list[ScheduleEntry]:
         if odd:
             raise ValueError(f"'schedule' params are param1..param4, got {odd[0]!r}")
         params = {
-            _no_nul(k, "'schedule' param names"): _no_nul(str(v), f"'schedule' {k}")
+            _no_nul(k, "'schedule' param names"): _no_nul(
+                param_text(v, f"'schedule' {k}"), f"'schedule' {k}"
+            )
             for k, v in item.items()
             if k.startswith("param")
         }

@@ -235,6 +235,16 @@ def test_a_message_in_its_new_folder_never_shows_the_old_status(
             {"schedule": [{"cron": "@hourly", "param5": "x"}]},
             "'schedule' params are param1..param4, got 'param5'",
         ),
+        (
+            {"schedule": [{"cron": "@hourly", "param1": None}]},
+            "'schedule' param1 must be a string or a number (params are the script's "
+            "RQ_PARAMn environment variables), got null",
+        ),
+        (
+            {"schedule": [{"cron": "@hourly", "param2": True}]},
+            "'schedule' param2 must be a string or a number (params are the script's "
+            "RQ_PARAMn environment variables), got true",
+        ),
     ],
 )
 def test_a_config_value_read_as_something_else_stops_the_worker_at_start(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import http.server
+import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from conveyor.client import Client
 from conveyor.worker import attachments
 from conveyor.worker.envelope import Attachment, Envelope, EnvelopeError
+from conveyor.worker.queuedir import dir_name
 from conveyor.worker.script import ScriptHooks, run_script
 from tests.servers import NodeProcess
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
@@ -32,6 +34,28 @@ BAD = {
         "not a message envelope: bad envelope field: cannot convert float infinity to integer",
     ),
     "nested_too_deeply": (b"[" * 100_000, "not a message envelope: job body is JSON nested"),
+    # int() of more than 4300 digits raised a ValueError no one caught: the slot failed
+    # and the message came back after each RETRY, for ever.
+    "count_of_5000_digits": (
+        b'{"count": ' + b"1" * 5000 + b"}",
+        "not a message envelope: job body is not JSON: Exceeds the limit (4300 digits)",
+    ),
+    # str() made these "None", "True", "[1, 2]" and "{'a': 1}": run with a param never sent.
+    **{
+        f"param_{name}": (
+            b'{"params": {"param1": "ok", "param2": ' + value + b"}}",
+            "not a message envelope: 'param2' must be a string or a number (params are the "
+            f"script's RQ_PARAMn environment variables), got {shown}",
+        )
+        for name, value, shown in [
+            ("null", b"null", "null"),
+            ("true", b"true", "true"),
+            ("false", b"false", "false"),
+            ("list", b"[1, 2]", "a list"),
+            ("object", b'{"a": 1}', "an object"),
+            ("nan", b"NaN", "NaN"),
+        ]
+    },
     # 256 bytes: "<name>.part" could never be a file name (255 bytes at most).
     "long_attachment_name": (
         Envelope(
@@ -158,3 +182,21 @@ def test_attachment_names_that_cannot_be_files_are_bad_envelopes(
     for attachment in (Attachment("b" * 200, b"", md5, hi_url, 2), Attachment("c", b"hi", md5)):
         with pytest.raises(EnvelopeError, match="too long for this file system"):
             attachments.write_all([attachment], tmp_path / "short")
+
+
+def test_params_are_strings_as_sent_and_numbers_as_their_json_text(
+    client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    script = write_script(
+        tmp_path / "params.sh",
+        '#!/bin/bash\necho "done [$RQ_PARAM1][$RQ_PARAM2][$RQ_PARAM3][$RQ_PARAM4]" >&$RQ_WRITE\n',
+    )
+    queue_dir = make_queue(tmp_path, "param_texts", script, retry=5)
+    start_worker(str(queue_dir))
+    body = b'{"params": {"param1": "a b", "param2": 3, "param3": 1.50, "param4": -2e3}}'
+    job_id = client.add_job("param_texts", body, retry=5)
+    found = wait_state(queue_dir, job_id, ("done", "err"), timeout=20)
+    assert found["status"] == "[a b][3][1.50][-2e3]", found
+    msg = json.loads((queue_dir / "done" / dir_name(job_id) / "msg.json").read_text())
+    params = {"param1": "a b", "param2": "3", "param3": "1.50", "param4": "-2e3"}
+    assert msg["envelope"]["params"] == params
