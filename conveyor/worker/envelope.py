@@ -21,6 +21,8 @@ from typing import Any
 PARAMS = ("param1", "param2", "param3", "param4")
 # An attachment rides in the job body; keep bodies well under the node's bulk limit.
 MAX_ATTACHMENT_BYTES = 8 * 1024 * 1024
+# Of a body that is no envelope, what its msg.json keeps (the node takes up to 512 MB).
+KEPT_BODY_BYTES = 64 * 1024
 
 
 class EnvelopeError(ValueError):
@@ -152,6 +154,17 @@ class Envelope:
             origin=self.origin,
             max_count=self.max_count,
         )
+
+
+def bad_body_doc(job_id: str, body: bytes) -> dict[str, Any]:
+    """msg.json of a job whose body is no envelope: its first KEPT_BODY_BYTES (enough to
+    see what a producer sent) and its size. Kept whole, each bad body of up to the node's
+    512 MB would be copied to the worker's disk, until it filled."""
+    doc: dict[str, Any] = {"id": job_id, "body": body[:KEPT_BODY_BYTES].decode("latin-1")}
+    if len(body) > KEPT_BODY_BYTES:
+        doc["body_size"] = len(body)
+        doc["body_note"] = f"the first {KEPT_BODY_BYTES} of {len(body)} bytes"
+    return doc
 
 
 class _JsonInt(int):

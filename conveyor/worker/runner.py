@@ -23,7 +23,7 @@ from typing import Any
 from conveyor.client import Client, ConveyorError, Job
 from conveyor.worker import attachments, claims
 from conveyor.worker.acker import Acker
-from conveyor.worker.envelope import Envelope, EnvelopeError
+from conveyor.worker.envelope import Envelope, EnvelopeError, bad_body_doc
 from conveyor.worker.queuedir import MessageStore, QueueConfig
 from conveyor.worker.registry import Latency
 from conveyor.worker.relay import RelayError, dup_message
@@ -148,7 +148,7 @@ class QueueRunner:
         try:
             envelope = Envelope.from_json(job.body)
         except EnvelopeError as exc:
-            path = self.store.enter_run(job.id, {"id": job.id, "body": job.body.decode("latin-1")})
+            path = self.store.enter_run(job.id, bad_body_doc(job.id, job.body))
             self.store.move(path, "err", f"not a message envelope: {exc}")
             self.client.ack(job.id)
             return True

@@ -200,3 +200,24 @@ def test_params_are_strings_as_sent_and_numbers_as_their_json_text(
     msg = json.loads((queue_dir / "done" / dir_name(job_id) / "msg.json").read_text())
     params = {"param1": "a b", "param2": "3", "param3": "1.50", "param4": "-2e3"}
     assert msg["envelope"]["params"] == params
+
+
+def test_a_bad_body_keeps_a_bounded_prefix_and_its_size_in_msg_json(
+    client: Client, worker: WorkerProcess, queue_dir: Path
+) -> None:
+    # Kept whole, each such body (the node takes up to 512 MB) was copied to the disk.
+    big = b"not json " + b"\xe9" * (2 * 1024 * 1024)
+    small = b"not json either"
+    big_id, small_id = client.add_job(QUEUE, big, retry=2), client.add_job(QUEUE, small, retry=2)
+    for job_id in (big_id, small_id):
+        assert wait_state(queue_dir, job_id, ("err",), timeout=10)["status"].startswith(
+            "not a message envelope: job body is not JSON"
+        )
+    msg_path = queue_dir / "err" / dir_name(big_id) / "msg.json"
+    msg = json.loads(msg_path.read_text())
+    assert msg["body"] == big[:65536].decode("latin-1")
+    note = f"the first 65536 of {len(big)} bytes"
+    assert (msg["body_size"], msg["body_note"]) == (len(big), note)
+    assert msg_path.stat().st_size < 7 * 65536  # \u00e9 in JSON: 6 bytes for each one
+    small_msg = json.loads((queue_dir / "err" / dir_name(small_id) / "msg.json").read_text())
+    assert small_msg == {"id": small_id, "body": "not json either"}
