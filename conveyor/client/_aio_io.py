@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import math
+import select
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
@@ -37,6 +38,41 @@ from conveyor.client.job import Hello
 
 T = TypeVar("T")
 A = TypeVar("A")  # what an exchange sends: a call, or a batch
+
+# What says the node closed (or reset) a connection. Linux reports the close apart from
+# any input (TLS records the event loop has not read yet are no close); elsewhere input
+# counts, as in redis-py's blocking pool, on plain connections only (see `_peer_closed`).
+_CLOSED_EVENTS: int = getattr(select, "POLLRDHUP", 0) or getattr(select, "POLLIN", 0)
+_CLOSE_APART = hasattr(select, "POLLRDHUP")
+
+
+def _peer_closed(connection: Connection) -> bool:
+    """True when the node has closed `connection` though the event loop has not read the
+    EOF yet. redis-py's asyncio pool only checks what the loop has read before handing a
+    pooled connection out, so a command sent right after the close failed; the blocking
+    pool polls the socket itself (`ConnectionPool.get_connection`), as this does."""
+    writer = getattr(connection, "_writer", None)  # redis-py keeps its stream private
+    sock = None if writer is None else writer.get_extra_info("socket")
+    if sock is None or not hasattr(select, "poll"):
+        return False  # not connected, or no poll(): redis-py's own check stands alone
+    if not _CLOSE_APART and writer.get_extra_info("sslcontext") is not None:
+        return False  # pending TLS records would read as a close
+    poller = select.poll()
+    poller.register(sock.fileno(), _CLOSED_EVENTS)
+    return bool(poller.poll(0))
+
+
+async def _replace_if_closed(connection: Connection) -> None:
+    """Connect `connection` again if the node closed it while it sat in the pool, before
+    anything is sent on it, so any command (an ADDJOB too) is safe: redis-py's blocking
+    pool does the same, once (a new connection found closed too is an error there too).
+    A command that fails once sent is never sent again (see `Client`)."""
+    if not _peer_closed(connection):
+        return
+    await connection.disconnect(nowait=True)
+    await connection.connect()
+    if _peer_closed(connection):
+        raise redis.ConnectionError("Connection not ready")
 
 
 class AsyncTransport(BaseClient):
@@ -75,15 +111,13 @@ class AsyncTransport(BaseClient):
 
     async def _discover(self) -> redis.asyncio.Redis:
         """See `SyncTransport._discover`."""
-        failures: list[str] = []
-        last: ConnectionError | None = None
+        failures: list[ConnectionError] = []
         refused: ReplyError | None = None
         for address in self._candidates():
             try:
                 client, reply = await self._hello_on(address)
             except ConnectionError as exc:
-                failures.append(str(exc))
-                last = exc
+                failures.append(exc)
                 continue
             except ReplyError as exc:
                 refused = exc
@@ -98,7 +132,7 @@ class AsyncTransport(BaseClient):
             return client
         if refused is not None:
             raise refused
-        raise self._unreachable(failures, last)
+        raise self._unreachable(failures)
 
     async def _better(
         self, client: redis.asyncio.Redis, reply: Hello, address: Address
@@ -242,6 +276,7 @@ class AsyncTransport(BaseClient):
         try:
             connection = await pool.get_connection()
             try:
+                await _replace_if_closed(connection)
                 return await talk(connection, what)
             except (redis.ConnectionError, redis.TimeoutError, builtins.TimeoutError):
                 await connection.disconnect(nowait=True)  # this one only: others may be busy

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -24,6 +26,26 @@ from conveyor.client._address import (
 from conveyor.client._commands import JobRef
 from conveyor.client.errors import ConnectionError, ReplyError
 from conveyor.client.job import Hello, Job, NodeInfo
+
+# How many of the nodes tried the "no reachable node" error names (a cluster's list may be
+# long; the count of the others is given).
+NAMED_FAILURES = 8
+
+
+def _reason(failed: ConnectionError) -> str:
+    """Why `failed` failed: the system's words for the socket error under it, which the
+    twins would word apart ("Connection refused" in redis-py's blocking connect,
+    "Connect call failed" in asyncio's), else its message without its address."""
+    cause: BaseException | None = failed
+    for _ in range(4):  # ours, redis-py's, the OSError: a chain of three, bounded anyway
+        cause = None if cause is None else cause.__cause__ or cause.__context__
+        if isinstance(cause, socket.gaierror) and cause.strerror:
+            return cause.strerror  # a name lookup: its errno is no strerror() number
+        if isinstance(cause, OSError) and cause.errno:
+            return os.strerror(cause.errno)
+    text = str(failed)
+    prefix = f"{failed.address}: "
+    return text[len(prefix) :] if failed.address and text.startswith(prefix) else text
 
 
 def _timeout(name: str, value: object) -> float | None:
@@ -110,11 +132,19 @@ class BaseClient:
         return cls(addresses, **{**url_options, **options})
 
     @staticmethod
-    def _unreachable(failures: list[str], last: ConnectionError | None) -> ConnectionError:
-        return ConnectionError(
-            f"no reachable node ({', '.join(failures)})",
-            last.address if last is not None else None,
+    def _unreachable(failures: list[ConnectionError]) -> ConnectionError:
+        """The error when no node answered: each address tried and why it failed (the
+        first `NAMED_FAILURES`, then how many more). Its `.address` is the node's when
+        one was tried, None when several were: no one address is to blame."""
+        if len(failures) == 1:
+            only = failures[0]
+            return ConnectionError(f"no reachable node ({_reason(only)})", only.address)
+        named = "; ".join(
+            f"{failed.address} ({_reason(failed)})" for failed in failures[:NAMED_FAILURES]
         )
+        more = len(failures) - NAMED_FAILURES
+        rest = f"; and {more} more" if more > 0 else ""
+        return ConnectionError(f"no reachable node of {len(failures)} tried: {named}{rest}")
 
     # -- what the client knows -------------------------------------------------------------
     @property

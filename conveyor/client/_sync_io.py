@@ -67,15 +67,13 @@ class SyncTransport(BaseClient):
         """A connection to the first candidate that answers HELLO (or to a better node it
         names). A node answering with an error (-LOADING, a refused password) is passed
         over like an unreachable one; if no node will do, the last such error is raised."""
-        failures: list[str] = []
-        last: ConnectionError | None = None
+        failures: list[ConnectionError] = []
         refused: ReplyError | None = None
         for address in self._candidates():
             try:
                 client, reply = self._hello_on(address)
             except ConnectionError as exc:
-                failures.append(str(exc))
-                last = exc
+                failures.append(exc)
                 continue
             except ReplyError as exc:
                 refused = exc
@@ -86,7 +84,7 @@ class SyncTransport(BaseClient):
             return client
         if refused is not None:
             raise refused
-        raise self._unreachable(failures, last)
+        raise self._unreachable(failures)
 
     def _better(
         self, client: redis.Redis, reply: Hello, address: Address
