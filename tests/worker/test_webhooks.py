@@ -271,7 +271,8 @@ def test_a_url_from_a_raw_body_that_is_no_http_url_is_given_up(tmp_path: Path, u
 
 def test_webhook_urls_are_checked() -> None:
     assert check_url("http://127.0.0.1:8080/x?y=1") == "http://127.0.0.1:8080/x?y=1"
-    for bad in ("ftp://h/x", "http://", "/relative", "http://h/a b", "http://h/" + "x" * 3000):
+    for bad in ("ftp://h/x", "http://", "/relative", "http://h/a b", "http://h/" + "x" * 3000,
+                "http://h:x/a", "http://h:99999/a"):  # fmt: skip
         with pytest.raises(ValueError, match="webhook"):
             check_url(bad)
 
@@ -328,3 +329,46 @@ def test_worker_fetches_referenced_attachment_and_dup_keeps_the_reference(
     )
     [carried] = meta["envelope"]["attachments"]
     assert carried == {"name": "in.bin", "md5": md5, "url": ref.url, "size": len(payload)}
+
+
+def test_a_hanging_endpoint_does_not_hold_up_deliveries_to_others(
+    tmp_path: Path, recorder_factory: Callable[..., Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three messages for an endpoint that accepts and never answers, submitted first, then
+    three for one that answers 200. One sender thread waited for the first answer (10 s
+    an attempt, here made longer than the test) and every other delivery waited behind it;
+    now the good endpoint's are delivered while the hanging one's first attempt still
+    waits, and its other two wait for that one, not in a second connection."""
+    monkeypatch.setattr(webhooks, "TIMEOUT_S", 600.0)
+    silent, good = Silent(), recorder_factory([200])
+    store = MessageStore(tmp_path)
+    records: dict[str, Path] = {}
+    for job_id in ("H1", "H2", "H3", "G1", "G2", "G3"):
+        records[job_id] = store.move(store.enter_run(job_id, {}), "done", "ok") / "webhook.json"
+    sender = WebhookSender(attempts=3, backoff=0.05)
+    try:
+        for job_id in ("H1", "H2", "H3"):
+            assert sender.submit(silent.url, {"id": job_id}, store, job_id)
+        wait_for(lambda: silent.connections, 20, "the first attempt at the hanging endpoint")
+        for job_id in ("G1", "G2", "G3"):
+            assert sender.submit(f"{good.url}/hook", {"id": job_id}, store, job_id)
+        for job_id in ("G1", "G2", "G3"):
+            wait_for(
+                lambda job_id=job_id: (doc := webhook_record(records[job_id])) and doc["delivered"],
+                20,
+                f"{job_id} delivered to the endpoint that answers",
+            )
+        assert sorted(post["id"] for post in good.posts) == ["G1", "G2", "G3"]
+        for job_id in ("H1", "H2", "H3"):
+            record = webhook_record(records[job_id])
+            assert record is not None
+            assert (record["attempts"], record["delivered"], record["gave_up"]) == (0, False, False)
+        assert len(silent.connections) == 1  # one attempt at a time per endpoint
+        assert sender.pending() == 3
+    finally:
+        dropped = sender.close(0.1)
+        silent.close()
+    assert dropped == 3
+    for job_id in ("H1", "H2", "H3"):
+        record = webhook_record(records[job_id])
+        assert record is not None and record["gave_up"] and record["errors"] == [webhooks.DROPPED]
