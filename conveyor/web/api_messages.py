@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from conveyor.client import ConveyorError
-from conveyor.web import schemas, workdirs
+from conveyor.web import livelog, schemas, workdirs
 from conveyor.web.attachments import Stored
 from conveyor.web.config import Principal
 from conveyor.web.console import (
@@ -160,26 +160,52 @@ def add(
     return {"id": msg_id, "queue": queue, "url": message_url(request, c.config, queue, msg_id)}
 
 
-@router.get(
-    "/queues/{queue}/messages/{msg_id:msgid}/log",
-    responses={
-        200: {"description": "the log", "content": {"text/plain": {"schema": {"type": "string"}}}}
+_LOG_ANSWER = {
+    "description": "the log",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+    "headers": {
+        "X-Log-Size": {
+            "description": "the size of stdio.log now",
+            "schema": {"type": "integer"},
+        },
+        "X-Log-Cursor": {
+            "description": "where this read ended: give it back as `cursor` for what follows",
+            "schema": {"type": "string", "pattern": f"^{livelog.CURSOR_RE}$"},
+        },
     },
-)
+}
+
+
+@router.get("/queues/{queue}/messages/{msg_id:msgid}/log", responses={200: _LOG_ANSWER})
 def log(
     queue: QueueName,
     msg_id: MsgId,
-    offset: int = Query(0, ge=-MAX_LOG_READ, le=2**62),
+    offset: int | None = Query(None, ge=-MAX_LOG_READ, le=livelog.MAX_OFFSET),
+    cursor: str | None = Query(None, pattern=f"^{livelog.CURSOR_RE}$"),
     limit: int = Query(MAX_LOG_READ, ge=1, le=MAX_LOG_READ),
     c: Console = Depends(console),
 ) -> PlainTextResponse:
-    """stdio.log from `offset` (negative: that many bytes from the end); the header
-    X-Log-Size gives the whole size, to continue from."""
-    data, size = workdirs.read_log(queue_config(c, queue), msg_id, offset, limit)
-    if size < 0:
+    """stdio.log from `offset` (negative: that many bytes from the end; 0 by default), or
+    from `cursor`: the X-Log-Cursor of the answer before, which follows the worker's
+    rotations of stdio.log (the rest of the old file, then each newer one from its start)
+    where an offset cannot tell a new file from the old one (with a cursor, `offset` is not
+    used). A character cut by `limit` or by a write in progress is left for the next read."""
+    found = workdirs.find(queue_config(c, queue), msg_id)
+    if found is None:
         raise ApiError(404, "no_message", f"no message {msg_id!r} in {queue!r}")
-    text = data.decode("utf-8", "replace")
-    return PlainTextResponse(text, headers={"X-Log-Size": str(size)})
+    directory = found[1]
+    if cursor is None:
+        data, size, after = livelog.read(directory, offset or 0, limit)
+    else:
+        try:
+            start = livelog.decode(cursor)
+        except ValueError as exc:
+            raise ApiError(400, "bad_cursor", str(exc)) from None
+        data, after = livelog.follow(directory, start, limit)
+        size = livelog.size(directory)
+    data, after = livelog.whole_chars(data, after)
+    headers = {"X-Log-Size": str(size), "X-Log-Cursor": livelog.encode(after)}
+    return PlainTextResponse(data.decode("utf-8", "replace"), headers=headers)
 
 
 @router.post(

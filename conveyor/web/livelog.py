@@ -13,17 +13,31 @@ one state to another (active -> done) changes nothing.
 A file truncated in place keeps its inode; the last bytes read before the offset (`seen`)
 are read again with what follows, and when they changed the file was started over: it
 is then read from its start.
+
+The REST log (/api/v1/.../log) hands the cursor to its client as an opaque string
+(`encode`, `decode`): URL-safe base64 of the identity, the offset and the bytes seen. It
+needs no signature: a forged one only names some other place in this message's own logs.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 LOG_NAME = "stdio.log"
 SEEN_BYTES = 64  # enough to tell a started-over log from the old one in all but freak cases
 MAX_HOPS = 100  # the worker keeps at most 100 backups (conveyor.worker.stdiolog.MAX_BACKUPS)
+_HEAD = struct.Struct(">QQQ")  # st_dev, st_ino, offset
+MAX_OFFSET = 2**62  # past what seek() takes
+# Unpadded base64 of 24 to 24 + SEEN_BYTES bytes: never a length of 4k + 1. Whatever
+# matches it decodes (the schema promises so), so decode() refuses nothing it admits.
+CURSOR_RE = r"(?:[A-Za-z0-9_-]{4}){8,29}(?:[A-Za-z0-9_-]{2,3})?"
+NO_LOG = (0, 0)  # the identity in a cursor given before the log existed: no file has it
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,69 @@ class LogCursor:
     def after(self, data: bytes) -> LogCursor:
         seen = (self.seen + data)[-SEEN_BYTES:]
         return LogCursor(self.ident, self.offset + len(data), seen)
+
+
+def encode(cursor: LogCursor) -> str:
+    raw = _HEAD.pack(*cursor.ident, cursor.offset) + cursor.seen
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode(text: str) -> LogCursor:
+    """The cursor `encode` gave; ValueError when `text` does not match CURSOR_RE. One that
+    matches but no answer gave is some place in the message's logs, harmlessly: a file no
+    log has is left for the newest, bytes seen that do not match read the file again."""
+    if not re.fullmatch(CURSOR_RE, text):
+        raise ValueError("not a log cursor (give back the X-Log-Cursor of an answer)")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise ValueError("not a log cursor (give back the X-Log-Cursor of an answer)") from None
+    device, inode, offset = _HEAD.unpack_from(raw)
+    return LogCursor((device, inode), min(offset, MAX_OFFSET), raw[_HEAD.size :][-SEEN_BYTES:])
+
+
+def read(directory: Path, offset: int, limit: int) -> tuple[bytes, int, LogCursor]:
+    """Up to `limit` bytes of stdio.log from `offset` (negative: from the end), its size,
+    and the cursor after the bytes read (no log yet: at the start of the one to come)."""
+    try:
+        with open(directory / LOG_NAME, "rb") as log:
+            ident = _ident(os.fstat(log.fileno()))
+            size = log.seek(0, os.SEEK_END)
+            start = max(0, size + offset) if offset < 0 else min(offset, size)
+            back = min(start, SEEN_BYTES)  # the bytes before `start`, for the cursor
+            log.seek(start - back)
+            data = log.read(back + limit)
+    except OSError:
+        return b"", 0, LogCursor(NO_LOG, 0)
+    return data[back:], size, LogCursor(ident, start - back).after(data)
+
+
+def size(directory: Path) -> int:
+    """The size of the message's stdio.log now (0: none yet)."""
+    try:
+        return os.stat(directory / LOG_NAME).st_size
+    except OSError:
+        return 0
+
+
+def whole_chars(data: bytes, cursor: LogCursor) -> tuple[bytes, LogCursor]:
+    """`data` without a UTF-8 character it ends in the middle of, and the cursor before
+    that character's first bytes, so the next read gets it whole. Unchanged when those
+    bytes are all of `data` (a read always moves on) or came from an older file."""
+    cut = _unfinished(data)
+    if not 0 < cut < len(data) or cut > min(cursor.offset, len(cursor.seen)):
+        return data, cursor
+    return data[:-cut], LogCursor(cursor.ident, cursor.offset - cut, cursor.seen[:-cut])
+
+
+def _unfinished(data: bytes) -> int:
+    """How many bytes at the end of `data` start a UTF-8 character they do not finish."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the character's first
+            length = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+            return back if 0xC0 <= byte < 0xF8 and length > back else 0
+    return 0
 
 
 def _ident(stat: os.stat_result) -> tuple[int, int]:

@@ -151,3 +151,110 @@ def test_follow_survives_the_message_moving_and_its_removal(tmp_path: Path) -> N
     assert rest == _lines(5, 3)
     shutil.rmtree(done)
     assert livelog.follow(done, cursor, 64 * 1024) == (b"", cursor)
+
+
+class _RestReader:
+    """A REST client following the log: each GET gives back the X-Log-Cursor of the last."""
+
+    def __init__(self, web: WebProcess, msg_id: str, limit: int) -> None:
+        self.url = f"{web.url}/api/v1/queues/jobs/messages/{msg_id}/log"
+        self.limit = limit
+        self.cursor: str | None = None
+        self.text = ""
+
+    def get(self, **params: object) -> httpx.Response:
+        answer = httpx.get(self.url, params={"limit": self.limit, **params}, timeout=15)
+        assert answer.status_code == 200, answer.text
+        return answer
+
+    def read_all(self) -> str:
+        """Until a read brings nothing (bounded: each read that brings something moves on)."""
+        for _ in range(200):
+            params = {} if self.cursor is None else {"cursor": self.cursor}
+            answer = self.get(**params)
+            self.cursor = answer.headers["x-log-cursor"]
+            if not answer.text:
+                break
+            self.text += answer.text
+        return self.text
+
+
+@pytest.mark.parametrize(
+    ("after_rotation", "backups"),
+    [
+        pytest.param(10, 2, id="new-file-shorter"),
+        pytest.param(28, 2, id="new-file-grew-past-offset"),
+        pytest.param(48, 2, id="rotated-twice"),
+        pytest.param(28, 0, id="started-over-in-place"),
+    ],
+)
+@pytest.mark.parametrize("limit", [100, 64 * 1024])
+def test_rest_log_cursor_follows_rotations(
+    web: WebProcess, queues_dir: Path, after_rotation: int, backups: int, limit: int
+) -> None:
+    msg_id = f"D-{after_rotation:04x}{backups:02x}{limit % 251:02x}-RestLogCursorRestLogCurs-05a1"
+    directory = _message_dir(queues_dir, msg_id)
+    reader = _RestReader(web, msg_id, limit)
+    assert reader.read_all() == ""  # no log yet: a cursor for the one to come
+    writer = StdioLog(directory / "stdio.log", LogLimits(max_bytes=MAX_BYTES, backups=backups))
+    try:
+        first = _lines(0, 20)
+        writer.write(first)
+        assert reader.read_all() == first.decode()
+        second = _lines(20, 10 + after_rotation)
+        writer.write(second)
+        assert (directory / "stdio.log.1").exists() == (backups > 0)
+        expected = second if backups else (directory / "stdio.log").read_bytes()
+        assert reader.read_all() == (first + expected).decode()
+    finally:
+        writer.close()
+
+
+def test_rest_log_cursor_keeps_characters_whole_and_offsets_still_work(
+    web: WebProcess, queues_dir: Path
+) -> None:
+    msg_id = "D-0000beef-RestLogCharsRestLogChars-05a1"
+    directory = _message_dir(queues_dir, msg_id)
+    text = "é€😀 line " * 40
+    (directory / "stdio.log").write_bytes(text.encode())
+    reader = _RestReader(web, msg_id, limit=7)  # cuts characters at most reads
+    assert reader.read_all() == text
+    assert "\ufffd" not in reader.text
+    # The old way: by offset, X-Log-Size the whole size; it gives a cursor to go on from.
+    tail = reader.get(offset=-6)
+    assert tail.text == " line " and tail.headers["x-log-size"] == str(len(text.encode()))
+    with (directory / "stdio.log").open("ab") as log:
+        log.write(b"more\n")
+    after = reader.get(cursor=tail.headers["x-log-cursor"])
+    assert after.text == "more\n"
+
+
+@pytest.mark.parametrize("cursor", ["A" * 31, "A" * 33, "!" * 40, "A" * 120, "A=" * 20])
+def test_rest_log_a_string_not_shaped_like_a_cursor_is_a_422(
+    web: WebProcess, queues_dir: Path, cursor: str
+) -> None:
+    msg_id = "D-0000cafe-RestLogBadCursorRestLogB-05a1"
+    if not (queues_dir / "jobs" / "run" / msg_id).exists():
+        _message_dir(queues_dir, msg_id)
+    url = f"{web.url}/api/v1/queues/jobs/messages/{msg_id}/log"
+    answer = httpx.get(url, params={"cursor": cursor}, timeout=15)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "invalid"
+    assert "cursor" in answer.json()["error"]["message"]
+
+
+def test_rest_log_a_forged_cursor_reads_this_log_and_no_other(
+    web: WebProcess, queues_dir: Path
+) -> None:
+    msg_id = "D-0000f00d-RestLogForgedCursorRestL-05a1"
+    directory = _message_dir(queues_dir, msg_id)
+    (directory / "stdio.log").write_bytes(_lines(0, 3))
+    url = f"{web.url}/api/v1/queues/jobs/messages/{msg_id}/log"
+    # Zeros: no file's identity, offset 0 (with offset, which a cursor replaces); and the
+    # largest offset a cursor holds, with bytes seen that match nothing.
+    for cursor in ("A" * 40, "_" * 118):
+        answer = httpx.get(url, params={"cursor": cursor, "offset": 50}, timeout=15)
+        assert answer.status_code == 200, answer.text
+        assert answer.content == _lines(0, 3)
+        assert re.fullmatch(livelog.CURSOR_RE, answer.headers["x-log-cursor"])
+    assert "Traceback" not in web.output()
