@@ -167,26 +167,24 @@ def bad_body_doc(job_id: str, body: bytes) -> dict[str, Any]:
     return doc
 
 
-class _JsonInt(int):
-    """A JSON integer that remembers its text (json.loads' parse_int)."""
+class _JsonText:
+    """A parsed JSON number that remembers its text: json.loads' parse_int (an int) and
+    parse_float (a float, for a fraction or an exponent) make them."""
 
     text: str
 
-    def __new__(cls, text: str) -> _JsonInt:
-        number = super().__new__(cls, text)
+    def __new__(cls, text: str) -> Any:
+        number = super().__new__(cls, text)  # type: ignore[call-arg]
         number.text = text
         return number
 
 
-class _JsonFloat(float):
-    """A JSON number with a fraction or exponent that remembers its text (parse_float)."""
+class _JsonInt(_JsonText, int):
+    """A JSON integer and its text."""
 
-    text: str
 
-    def __new__(cls, text: str) -> _JsonFloat:
-        number = super().__new__(cls, text)
-        number.text = text
-        return number
+class _JsonFloat(_JsonText, float):
+    """A JSON number with a fraction or exponent, and its text."""
 
 
 def param_text(value: Any, where: str) -> str:

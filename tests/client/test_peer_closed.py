@@ -102,6 +102,17 @@ def dead_addresses(count: int) -> list[str]:
     raise AssertionError("not enough free ports")
 
 
+def ping_failure(kind: type[Client], nodes: list[str]) -> ConnectionError:
+    """The error of a PING from a client of `kind` given `nodes`, none of them up."""
+    client = Twin(kind, nodes)
+    try:
+        with pytest.raises(ConnectionError) as caught:
+            client.ping()
+    finally:
+        client.close()
+    return caught.value
+
+
 def named_failures(message: str) -> dict[str, str]:
     """address -> reason, as the "no reachable node" message names them."""
     return dict(re.findall(r"(127\.0\.0\.1:\d+) \(([^)]*)\)", message))
@@ -110,31 +121,21 @@ def named_failures(message: str) -> dict[str, str]:
 @TWINS
 def test_no_reachable_node_names_each_address_tried(kind: type[Client]) -> None:
     dead = dead_addresses(2)
-    client = Twin(kind, dead)
-    try:
-        with pytest.raises(ConnectionError) as caught:
-            client.ping()
-    finally:
-        client.close()
-    message = str(caught.value)
+    error = ping_failure(kind, dead)
+    message = str(error)
     assert message.startswith("no reachable node of 2 tried: ")
     failures = named_failures(message)
     assert sorted(failures) == dead
     assert set(failures.values()) == {"Connection refused"}  # the same words in both twins
     # Several failed: none of them alone is the error's address.
-    assert caught.value.address is None
+    assert error.address is None
 
 
 @TWINS
 def test_no_reachable_node_names_a_bounded_number_of_addresses(kind: type[Client]) -> None:
     dead = dead_addresses(NAMED_FAILURES + 3)
-    client = Twin(kind, dead)
-    try:
-        with pytest.raises(ConnectionError) as caught:
-            client.ping()
-    finally:
-        client.close()
-    message = str(caught.value)
+    error = ping_failure(kind, dead)
+    message = str(error)
     assert message.startswith(f"no reachable node of {len(dead)} tried: ")
     assert message.endswith("; and 3 more")
     failures = named_failures(message)
@@ -145,11 +146,6 @@ def test_no_reachable_node_names_a_bounded_number_of_addresses(kind: type[Client
 @TWINS
 def test_one_dead_node_is_the_errors_address(kind: type[Client]) -> None:
     (dead,) = dead_addresses(1)
-    client = Twin(kind, [dead])
-    try:
-        with pytest.raises(ConnectionError) as caught:
-            client.ping()
-    finally:
-        client.close()
-    assert caught.value.address == dead
-    assert str(caught.value) == f"{dead}: no reachable node (Connection refused)"
+    error = ping_failure(kind, [dead])
+    assert error.address == dead
+    assert str(error) == f"{dead}: no reachable node (Connection refused)"
