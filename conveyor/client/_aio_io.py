@@ -215,12 +215,24 @@ class AsyncTransport(BaseClient):
             pass
 
     async def _run_write(self, call: Call[T]) -> T:
+        write = _routing.Write(call)
         try:
-            return await self._run(call)
+            return await self._on_current(self._exchange_write, write)
         except TooManyConnectionsError:
             raise  # nothing was sent
         except ConnectionError as exc:
-            raise _routing.maybe_added(exc) from exc
+            raise _routing.write_failed(exc, write) from exc
+
+    async def _exchange_write(
+        self, client: redis.asyncio.Redis, write: _routing.Write[T], address: Address
+    ) -> T:
+        return write.call.parse(await self._pooled(client, address, self._send_write, write))
+
+    async def _send_write(self, connection: Connection, write: _routing.Write[T]) -> object:
+        # Connected, and a connection the node closed replaced (`_pooled`): from here on
+        # the node may get the command, whole or in part.
+        write.sent = True
+        return await self._send_call(connection, write.call)
 
     async def _hello_on(self, address: Address) -> tuple[redis.asyncio.Redis, Hello]:
         """A redis-py client on `address` and the node's HELLO; in RESP2 if the node

@@ -19,8 +19,11 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from conveyor.client._address import Address
+from conveyor.client._commands import Call
 from conveyor.client.errors import ConnectionError
 from conveyor.client.job import Hello, NodeInfo
 
@@ -33,11 +36,27 @@ PEER_DOWN_S = 2.0
 PEER_DOWN_MAX_S = 30.0
 HELLO_REFRESH_S = 1.0  # at most one HELLO asked again after peer failures per this long
 
+T = TypeVar("T")
 
-def maybe_added(exc: ConnectionError) -> ConnectionError:
-    """An ADDJOB whose reply never came: it is never sent again, and the error says
-    the job may exist (a timeout after the node added it) or not."""
-    text = f"{exc} (the ADDJOB may or may not have been added: it is not sent again)"
+
+@dataclass(slots=True)
+class Write(Generic[T]):
+    """A command never sent twice (ADDJOB), and whether it may have reached the node:
+    `sent` is set just before its first byte goes out, so a failure before (no node
+    reachable, a connect refused) is known to have sent nothing."""
+
+    call: Call[T]
+    sent: bool = False
+
+
+def write_failed(exc: ConnectionError, write: Write[T]) -> ConnectionError:
+    """The error of an ADDJOB whose reply never came. Sent (whole or in part), the job
+    may exist (a timeout after the node added it) or not: it is never sent again. Not
+    sent, the caller may safely send it again, and the error says so."""
+    if write.sent:
+        text = f"{exc} (the ADDJOB may or may not have been added: it is not sent again)"
+    else:
+        text = f"{exc} (the ADDJOB was not sent)"
     error = type(exc)(text)
     error.address = exc.address
     return error

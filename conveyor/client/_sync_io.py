@@ -250,12 +250,22 @@ class SyncTransport(BaseClient):
             raise
 
     def _run_write(self, call: Call[T]) -> T:
+        write = _routing.Write(call)
         try:
-            return self._run(call)
+            return self._on_current(self._exchange_write, write)
         except TooManyConnectionsError:
             raise  # nothing was sent
         except ConnectionError as exc:
-            raise _routing.maybe_added(exc) from exc
+            raise _routing.write_failed(exc, write) from exc
+
+    def _exchange_write(self, client: redis.Redis, write: _routing.Write[T], address: Address) -> T:
+        return write.call.parse(self._pooled(client, address, self._send_write, write))
+
+    def _send_write(self, connection: Connection, write: _routing.Write[T]) -> object:
+        # Connected (the pool connects before handing a connection out): from here on
+        # the node may get the command, whole or in part.
+        write.sent = True
+        return self._send_call(connection, write.call)
 
     def _exchange_batch(
         self, client: redis.Redis, batch: _batch.AddJobsBatch, address: Address

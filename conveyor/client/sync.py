@@ -92,8 +92,10 @@ class Client(SyncTransport):
         """ADDJOB; returns the new job's ID. Times are in seconds except `timeout_ms`,
         how long to wait for synchronous replication (0: as long as the node wants).
 
-        A connection lost or timed out before the reply raises `ConnectionError` saying
-        the job may or may not have been added: it is never sent again on its own."""
+        A connection lost or timed out once the ADDJOB was sent raises `ConnectionError`
+        saying the job may or may not have been added: it is never sent again on its own.
+        One that failed before anything was sent (no node reachable, a connect refused)
+        says the ADDJOB was not sent."""
         return self._run_write(
             cmd.add_job(
                 queue,
