@@ -12,7 +12,9 @@ every byte an upload writes is counted before it is written, together with the f
 stored and the uploads in progress, so uploads at once cannot pass the bound together. One
 that would pass it first removes the expired files; if that is not room enough it is
 refused with 507 Insufficient Storage (the request is fine, the store is full: it may pass
-later, unlike a 413) and its `.part` is removed.
+later, unlike a 413) and its `.part` is removed. The `.part` files found when the store is
+opened (on the console's first use of it, before any upload of its own) are leftovers of
+a console that stopped mid-upload: they are removed then, and one warning says how many.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -36,6 +39,8 @@ from conveyor.web.gateway import ApiError
 
 # The worker's limit: what it cannot write as a file is refused here already.
 from conveyor.worker.attachments import MAX_NAME_BYTES
+
+log = logging.getLogger("conveyor.web")
 
 CHUNK = 1024 * 1024
 KEEP_S = 30 * 86400.0
@@ -125,7 +130,29 @@ class AttachmentStore:
         self._lock = threading.Lock()
         # Uploads in progress, counted by what they wrote, not by their .part on disk.
         self._writers: set[Writer] = set()
+        self._remove_leftovers()
         self.used = self._bytes_on_disk()  # files stored, .part files and uploads
+
+    def _remove_leftovers(self) -> None:
+        """Remove the .part files of uploads cut short by a console that stopped (crash,
+        kill): no upload of this store has started yet, so none of them will be finished,
+        and kept they would count against max_total until KEEP_S expired them."""
+        count = size = 0
+        for part in (self.root / "tmp").glob("*.part"):
+            try:
+                part_size = part.stat().st_size
+                part.unlink()
+            except OSError:
+                continue  # gone meanwhile, or not ours to remove: clean() retries later
+            count += 1
+            size += part_size
+        if count:
+            log.warning(
+                "attachments: removed %d unfinished upload(s) (.part) of %d bytes left in %s",
+                count,
+                size,
+                self.root / "tmp",
+            )
 
     def room(self, size: int) -> None:
         """ApiError 507 unless `size` more bytes fit in max_total now (expired files
