@@ -12,9 +12,11 @@ every byte an upload writes is counted before it is written, together with the f
 stored and the uploads in progress, so uploads at once cannot pass the bound together. One
 that would pass it first removes the expired files; if that is not room enough it is
 refused with 507 Insufficient Storage (the request is fine, the store is full: it may pass
-later, unlike a 413) and its `.part` is removed. The `.part` files found when the store is
-opened (on the console's first use of it, before any upload of its own) are leftovers of
-a console that stopped mid-upload: they are removed then, and one warning says how many.
+later, unlike a 413) and its `.part` is removed. A `.part` file no upload has written to
+for STALE_PART_S is the leftover of a console that stopped mid-upload: it is removed when
+the store is opened (one warning says how many) and at each clean, so that it does not
+count against the bound for KEEP_S. The age, not the mere absence of an upload of this
+console, decides: a second console on the same data_dir keeps its uploads in progress.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ log = logging.getLogger("conveyor.web")
 
 CHUNK = 1024 * 1024
 KEEP_S = 30 * 86400.0
+STALE_PART_S = 3600.0  # a .part nothing wrote to for this long is no upload in progress
 MAX_TOTAL = 10 * 1024**3  # WebConfig.max_attachments_total_bytes
 _CLEAN_EVERY_S = 3600.0
 ID_RE = r"[A-Za-z0-9_-]{32}"
@@ -135,17 +138,20 @@ class AttachmentStore:
 
     def _remove_leftovers(self) -> None:
         """Remove the .part files of uploads cut short by a console that stopped (crash,
-        kill): no upload of this store has started yet, so none of them will be finished,
-        and kept they would count against max_total until KEEP_S expired them."""
+        kill): kept, they would count against max_total until KEEP_S expired them. One
+        written to within STALE_PART_S may be another console's upload in progress."""
         count = size = 0
+        cutoff = time.time() - STALE_PART_S
         for part in (self.root / "tmp").glob("*.part"):
             try:
-                part_size = part.stat().st_size
+                stat = part.stat()
+                if stat.st_mtime >= cutoff:
+                    continue
                 part.unlink()
             except OSError:
                 continue  # gone meanwhile, or not ours to remove: clean() retries later
             count += 1
-            size += part_size
+            size += stat.st_size
         if count:
             log.warning(
                 "attachments: removed %d unfinished upload(s) (.part) of %d bytes left in %s",
@@ -243,13 +249,15 @@ class AttachmentStore:
     def clean(self, now: float | None = None) -> int:
         """Remove attachments (and abandoned .part files) older than keep_s, and count the
         bytes in use again (a file removed by hand is no longer counted)."""
-        cutoff = (time.time() if now is None else now) - self.keep_s
+        now = time.time() if now is None else now
+        cutoff, stale = now - self.keep_s, now - STALE_PART_S
         removed = 0
         with self._lock:  # uploads wait to count their bytes (not to write them) meanwhile
             live = {w.part for w in self._writers}
             for path in self.root.glob("*/*"):
                 try:
-                    if path.stat().st_mtime < cutoff and path not in live:
+                    limit = stale if path.suffix == ".part" else cutoff
+                    if path.stat().st_mtime < limit and path not in live:
                         path.unlink()
                         removed += path.suffix != ".json"
                 except OSError:

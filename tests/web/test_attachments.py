@@ -20,6 +20,7 @@ pytest.importorskip("fastapi", reason="pip install -e '.[web]'")
 import httpx
 import psutil
 
+from conveyor.web.attachments import STALE_PART_S
 from tests.servers import NodeProcess
 from tests.web.conftest import Background, WebProcess, make_queue, wait_for
 
@@ -321,12 +322,17 @@ def test_the_store_is_bounded_in_total_size(
 def test_leftover_part_files_are_removed_when_the_store_opens(
     tmp_path: Path, node: NodeProcess, big_queues: Path
 ) -> None:
-    # Two uploads a killed console left half-written, fresh (far from the 30 days after
-    # which clean() removes them): 900 KiB that would count against the 1 MiB bound.
+    # Two uploads a killed console left half-written two hours ago (far from the 30 days
+    # after which attachments expire): 900 KiB that would count against the 1 MiB bound.
+    # A third, written to a moment ago, may be another console's upload in progress.
     parts = tmp_path / "attachments" / "tmp"
     parts.mkdir(parents=True)
     (parts / "a.part").write_bytes(b"a" * (500 * 1024))
     (parts / "b.part").write_bytes(b"b" * (400 * 1024))
+    two_hours_ago = time.time() - 2 * STALE_PART_S
+    for name in ("a.part", "b.part"):
+        os.utime(parts / name, (two_hours_ago, two_hours_ago))
+    (parts / "c.part").write_bytes(b"c" * (10 * 1024))
     config = {"data_dir": str(tmp_path), "max_attachments_total_mb": 1}
     web = WebProcess(tmp_path, node, config, big_queues)
     try:
@@ -334,7 +340,7 @@ def test_leftover_part_files_are_removed_when_the_store_opens(
         api = f"{web.url}/api/v1"
         answer = httpx.post(f"{api}/attachments", params={"name": "a"}, content=piece, headers=RAW)
         assert answer.status_code == 201, answer.text  # was 507 store_full: 900 KiB counted
-        assert not list(parts.iterdir())
+        assert [part.name for part in parts.iterdir()] == ["c.part"]
         assert httpx.get(answer.json()["url"]).content == piece
         output = web.output()
     finally:

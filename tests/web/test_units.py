@@ -154,6 +154,27 @@ def test_attachment_store_writes_checks_and_cleans(tmp_path: Path) -> None:
     assert store.clean() == 1 and store.path(stored.id) is None
 
 
+def test_a_clean_removes_a_part_file_nothing_wrote_to_for_an_hour(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from conveyor.web.attachments import STALE_PART_S, AttachmentStore
+
+    store = AttachmentStore(tmp_path / "attachments", max_total=1000)
+    parts = tmp_path / "attachments" / "tmp"
+    (parts / "left.part").write_bytes(b"x" * 600)  # a stopped console's, after the store opened
+    (parts / "busy.part").write_bytes(b"y" * 100)  # another console's, still being written
+    writer = store.writer("mine.bin", 1000)  # this store's own upload, never removed
+    writer.write(b"z" * 10)
+    long_ago = time.time() - STALE_PART_S - 10
+    for part in (parts / "left.part", writer.part):
+        os.utime(part, (long_ago, long_ago))
+    store.clean()
+    assert sorted(p.name for p in parts.iterdir()) == sorted(["busy.part", writer.part.name])
+    assert store.used == 100 + 10  # the leftover no longer counted
+    writer.abort()
+
+
 def test_latency_histogram_as_prometheus_buckets() -> None:
     from conveyor.web.metrics import _buckets
     from conveyor.worker.registry import LATENCY_BUCKETS, Latency
