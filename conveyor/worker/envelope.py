@@ -50,12 +50,20 @@ class Attachment:
         return {"name": self.name, "md5": self.md5, "data": base64.b64encode(self.data).decode()}
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> Attachment:
-        if "url" in doc:
-            size = doc.get("size")
-            return cls(str(doc["name"]), b"", str(doc["md5"]), str(doc["url"]),
-                       None if size is None else int(size))  # fmt: skip
-        return cls(str(doc["name"]), base64.b64decode(doc["data"]), str(doc["md5"]))
+    def from_doc(cls, doc: Any) -> Attachment:
+        if not isinstance(doc, dict):
+            raise EnvelopeError(f"each of 'attachments' must be an object, got {shown(doc)}")
+        # name and md5 have no default: null is as wrong as a number (str() made it "None").
+        name = _text(doc, "name", "attachment 'name'", required=True)
+        md5 = _text(doc, "md5", f"attachment {name!r} 'md5'", required=True)
+        if doc.get("url") is not None:  # a reference; a null url is no url: inline data
+            url = _text(doc, "url", f"attachment {name!r} 'url'")
+            return cls(name, b"", md5, url, _whole(doc, "size", f"attachment {name!r} 'size'"))
+        data = _text(doc, "data", f"attachment {name!r} 'data'", required=True)
+        try:
+            return cls(name, base64.b64decode(data), md5)
+        except ValueError as exc:  # binascii.Error, or a character beyond ASCII
+            raise EnvelopeError(f"attachment {name!r} 'data' is not base64: {exc}") from None
 
     @classmethod
     def from_file(cls, path: Path, name: str | None = None) -> Attachment:
@@ -117,7 +125,8 @@ class Envelope:
             raise EnvelopeError("job body is JSON nested too deeply") from None
         if not isinstance(doc, dict):
             raise EnvelopeError("job body is not a JSON object")
-        params = doc.get("params", {})
+        params = doc.get("params")
+        params = {} if params is None else params
         if not isinstance(params, dict) or any(k not in PARAMS for k in params):
             raise EnvelopeError("'params' must map param1..param4 to strings")
         try:
@@ -127,23 +136,25 @@ class Envelope:
         if any("\x00" in text for text in texts.values()):
             # Params become env vars, which cannot hold a NUL: the script could never start.
             raise EnvelopeError("a param holds a NUL byte; scripts get params as env vars")
-        try:
-            attachments = [Attachment.from_doc(a) for a in doc.get("attachments", [])]
-            return cls(
-                params=texts,
-                attachments=attachments,
-                origin=str(doc.get("origin", "")),
-                count=int(doc.get("count", 0)),
-                max_count=int(doc.get("max_count", 15)),
-                force_remote=bool(doc.get("force_remote", False)),
-                idempotency_key=str(doc.get("idempotency_key", "")),
-                tick=None if doc.get("tick") is None else int(doc["tick"]),
-                webhook=str(doc.get("webhook", "")),
-                due_at=None if doc.get("due_at") is None else _finite(doc["due_at"]),
-            )
-        # OverflowError: int() of a number JSON allows but no int is (1e999 is infinity).
-        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-            raise EnvelopeError(f"bad envelope field: {exc}") from None
+        attachment_docs = doc.get("attachments")
+        if attachment_docs is not None and not isinstance(attachment_docs, list):
+            raise EnvelopeError(f"'attachments' must be a list, got {shown(attachment_docs)}")
+        # Absent or null: the default (a null webhook is no webhook). Any other JSON type
+        # is refused: str() made null "None" (a webhook URL, a given-up delivery), bool()
+        # made "false" true, int() read 2.7 as 2, true as 1 and "3" as 3.
+        max_count = _whole(doc, "max_count")
+        return cls(
+            params=texts,
+            attachments=[Attachment.from_doc(a) for a in attachment_docs or []],
+            origin=_text(doc, "origin"),
+            count=_whole(doc, "count") or 0,
+            max_count=15 if max_count is None else max_count,
+            force_remote=_flag(doc, "force_remote"),
+            idempotency_key=_text(doc, "idempotency_key"),
+            tick=_whole(doc, "tick"),
+            webhook=_text(doc, "webhook"),
+            due_at=_finite(doc, "due_at"),
+        )
 
     def clone(self) -> Envelope:
         """A copy for `dup`: same params and attachments (references stay references),
@@ -200,19 +211,61 @@ def param_text(value: Any, where: str) -> str:
         return str(value)
     if isinstance(value, float) and math.isfinite(value):
         return json.dumps(value)
-    if isinstance(value, dict | list):
-        kind = "an object" if isinstance(value, dict) else "a list"
-    else:
-        kind = json.dumps(value)  # null, true, false, NaN, Infinity
     raise ValueError(
         f"{where} must be a string or a number (params are the script's RQ_PARAMn "
-        f"environment variables), got {kind}"
+        f"environment variables), got {shown(value)}"
     )
 
 
-def _finite(value: Any) -> float:
-    # Infinity would end up in the latency histogram's sum, and stay there.
-    number = float(value)
+def shown(value: Any) -> str:
+    """A JSON value as an error message shows it, on one line and short: a number as
+    written, null/true/false/NaN and (cut) strings as JSON, lists and objects by kind."""
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "a list"
+    # json.dumps escapes newlines: the reason stays one line.
+    text = value.text if isinstance(value, _JsonText) else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."  # a number of 4300 digits too
+
+
+def _text(doc: dict[str, Any], key: str, where: str = "", required: bool = False) -> str:
+    value = doc.get(key)
+    if isinstance(value, str):
+        return value
+    if value is None and not required:
+        return ""
+    got = shown(value) if key in doc else "nothing"
+    raise EnvelopeError(f"{where or repr(key)} must be a string, got {got}")
+
+
+def _whole(doc: dict[str, Any], key: str, where: str = "") -> int | None:
+    value = doc.get(key)
+    # A float, even 2.0 or 1e999 (int() cut them, or raised OverflowError), is refused.
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)  # a plain int, not the parsed _JsonInt
+    raise EnvelopeError(f"{where or repr(key)} must be an integer, got {shown(value)}")
+
+
+def _flag(doc: dict[str, Any], key: str) -> bool:
+    value = doc.get(key)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise EnvelopeError(f"{key!r} must be true or false, got {shown(value)}")
+
+
+def _finite(doc: dict[str, Any], key: str) -> float | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    # Infinity would end up in the latency histogram's sum, and stay there; float() also
+    # read "5" and true.
+    number = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of 309 digits or more
+            pass
     if not math.isfinite(number):
-        raise ValueError(f"{value!r} is not a finite number")
+        raise EnvelopeError(f"{key!r} must be a finite number, got {shown(value)}")
     return number

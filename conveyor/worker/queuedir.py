@@ -108,16 +108,14 @@ class QueueConfig:
             directory=directory.resolve(),
             num_workers=_count(doc.get("num_workers", 1), "num_workers", 1, 128),
             exec_prefix=_exec_prefix(doc.get("exec_prefix", _DEFAULT_EXEC_PREFIX)),
-            env_vars=_env_vars(doc.get("env_vars") or {}),
+            env_vars=_env_vars(doc.get("env_vars")),
             coalesce_params=_param_numbers(doc, "coalesce_params"),
             blocking_params=_param_numbers(doc, "blocking_params"),
-            schedule=_schedule(doc.get("schedule") or []),
+            schedule=_schedule(doc.get("schedule")),
             timeout=_seconds(doc.get("timeout", 3600), "timeout", _MAX_TIMEOUT_S),
             retry=_count(doc.get("retry", 30), "retry", 1),
             keep_done=_seconds(doc.get("keep_done", 7 * 86400), "keep_done"),
-            env=_no_nul(
-                str(doc.get("env", os.environ.get("CONVEYOR_ENV", "development"))), "'env'"
-            ),
+            env=_env(doc.get("env")),
             dup_reply_id=_flag(doc.get("dup_reply_id", True), "dup_reply_id"),
             log_limits=LogLimits(
                 _count(doc.get("log_max_bytes", DEFAULT_MAX_BYTES), "log_max_bytes", MIN_MAX_BYTES),
@@ -182,20 +180,34 @@ def _exec_prefix(value: Any) -> str:
     return prefix
 
 
+def _env(value: Any) -> str:
+    # null is the default; str() made it RQ_ENV=None, and 1 or true a text never written.
+    if value is None:
+        return os.environ.get("CONVEYOR_ENV", "development")
+    if not isinstance(value, str):
+        raise ValueError(f"'env' must be a string, got {value!r}")
+    return _no_nul(value, "'env'")
+
+
 def _env_vars(value: Any) -> dict[str, str]:
+    # null is none; false, [] or "" are no object either (`or {}` read them as none).
+    if value is None:
+        return {}
     if not isinstance(value, dict):
-        raise ValueError("'env_vars' must be an object")
+        raise ValueError(f"'env_vars' must be an object, got {value!r}")
     env: dict[str, str] = {}
-    for key, item in value.items():
-        name = _no_nul(str(key), "'env_vars' names")
-        if "=" in name:  # the exec of every run would refuse the environment
+    for name, item in value.items():
+        # str() made null "None" and 1 "1": a value is text as written, like `env`.
+        if not isinstance(name, str) or not isinstance(item, str):
+            raise ValueError(f"'env_vars' values must be strings, got {name!r}: {item!r}")
+        if "=" in _no_nul(name, "'env_vars' names"):  # the exec would refuse the environment
             raise ValueError(f"'env_vars' names must not contain '=': {name!r}")
-        env[name] = _no_nul(str(item), f"'env_vars' value of {name!r}")
+        env[name] = _no_nul(item, f"'env_vars' value of {name!r}")
     return env
 
 
 def _param_numbers(doc: dict[str, Any], key: str) -> list[int]:
-    value = doc.get(key) or []
+    value = [] if doc.get(key) is None else doc[key]
     # int() read 1.9 as 1, true as 1 and "2" as 2: a lock on a param never written.
     if not isinstance(value, list) or any(
         isinstance(n, bool) or n not in (1, 2, 3, 4) or not isinstance(n, int) for n in value
@@ -205,6 +217,8 @@ def _param_numbers(doc: dict[str, Any], key: str) -> list[int]:
 
 
 def _schedule(value: Any) -> list[ScheduleEntry]:
+    if value is None:
+        return []
     if not isinstance(value, list):
         raise ValueError('\'schedule\' must be a list of {"cron": ..., "paramN": ...}')
     from conveyor.worker.cron import validate_cron  # croniter is an optional dependency

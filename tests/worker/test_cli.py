@@ -245,6 +245,17 @@ def test_a_message_in_its_new_folder_never_shows_the_old_status(
             "'schedule' param2 must be a string or a number (params are the script's "
             "RQ_PARAMn environment variables), got true",
         ),
+        # str() made these RQ_ENV=1, an environment variable A=None or A=True; `or {}` and
+        # `or []` read false, 0, "" and [] as none.
+        ({"env": 1}, "'env' must be a string, got 1"),
+        ({"env": ["production"]}, "'env' must be a string, got ['production']"),
+        ({"env_vars": {"A": None}}, "'env_vars' values must be strings, got 'A': None"),
+        ({"env_vars": {"A": 1}}, "'env_vars' values must be strings, got 'A': 1"),
+        ({"env_vars": {"A": True}}, "'env_vars' values must be strings, got 'A': True"),
+        ({"env_vars": False}, "'env_vars' must be an object, got False"),
+        ({"env_vars": []}, "'env_vars' must be an object, got []"),
+        ({"schedule": False}, '\'schedule\' must be a list of {"cron": ..., "paramN": ...}'),
+        ({"coalesce_params": 0}, "'coalesce_params' must be a list of param numbers 1..4, got 0"),
     ],
 )
 def test_a_config_value_read_as_something_else_stops_the_worker_at_start(
@@ -306,3 +317,18 @@ def test_whole_and_fractional_numbers_where_they_belong_are_kept(tmp_path: Path)
     config = QueueConfig.load(tmp_path)
     assert (config.num_workers, config.retry, config.timeout, config.keep_done) == (3, 45, 2.5, 60)
     assert (config.coalesce_params, config.blocking_params) == ([1, 2], [4])
+
+
+def test_a_null_config_value_is_its_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # str() made `"env": null` RQ_ENV=None.
+    monkeypatch.delenv("CONVEYOR_ENV", raising=False)
+    doc = {"name": "q", "script": "s", "env": None, "env_vars": None, "schedule": None,
+           "coalesce_params": None, "blocking_params": None}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    config = QueueConfig.load(tmp_path)
+    assert (config.env, config.env_vars, config.schedule) == ("development", {}, [])
+    assert (config.coalesce_params, config.blocking_params) == ([], [])
+    monkeypatch.setenv("CONVEYOR_ENV", "test")
+    assert QueueConfig.load(tmp_path).env == "test"

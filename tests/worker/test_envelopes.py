@@ -23,6 +23,15 @@ from tests.servers import NodeProcess
 from tests.worker.conftest import WorkerProcess, make_queue, wait_for, wait_state, write_script
 
 QUEUE = "envelopes"
+HI_MD5 = hashlib.md5(b"hi").hexdigest()
+
+
+def _hi(**fields: object) -> bytes:
+    """A body with one inline attachment "hi" (good data and MD5), `fields` replacing its own."""
+    attachment = {"name": "hi", "md5": HI_MD5, "data": "aGk=", **fields}
+    return json.dumps({"attachments": [attachment]}).encode()
+
+
 # A producer that does not go through the console can send any of these.
 BAD = {
     "nul_param": (
@@ -31,7 +40,7 @@ BAD = {
     ),
     "count_1e999": (
         b'{"params": {}, "count": 1e999}',
-        "not a message envelope: bad envelope field: cannot convert float infinity to integer",
+        "not a message envelope: 'count' must be an integer, got 1e999",
     ),
     "nested_too_deeply": (b"[" * 100_000, "not a message envelope: job body is JSON nested"),
     # int() of more than 4300 digits raised a ValueError no one caught: the slot failed
@@ -54,6 +63,74 @@ BAD = {
             ("list", b"[1, 2]", "a list"),
             ("object", b'{"a": 1}', "an object"),
             ("nan", b"NaN", "NaN"),
+        ]
+    },
+    # str() made null "None" (a webhook URL, an attachment named "None"), bool() read
+    # "false" as true and int() read 2.7 as 2, true as 1 and "3" as 3: each ran as if sent.
+    **{
+        name: (body, f"not a message envelope: {reason}")
+        for name, body, reason in [
+            ("origin_number", b'{"origin": 5}', "'origin' must be a string, got 5"),
+            (
+                "idempotency_key_true",
+                b'{"idempotency_key": true}',
+                "'idempotency_key' must be a string, got true",
+            ),
+            ("webhook_number", b'{"webhook": 5}', "'webhook' must be a string, got 5"),
+            (
+                "webhook_list",
+                b'{"webhook": ["http://h/"]}',
+                "'webhook' must be a string, got a list",
+            ),
+            (
+                "force_remote_text",
+                b'{"force_remote": "false"}',
+                "'force_remote' must be true or false, got \"false\"",
+            ),
+            (
+                "force_remote_0",
+                b'{"force_remote": 0}',
+                "'force_remote' must be true or false, got 0",
+            ),
+            ("count_float", b'{"count": 2.7}', "'count' must be an integer, got 2.7"),
+            ("count_2_0", b'{"count": 2.0}', "'count' must be an integer, got 2.0"),
+            ("count_true", b'{"count": true}', "'count' must be an integer, got true"),
+            ("count_text", b'{"count": "3"}', "'count' must be an integer, got \"3\""),
+            (
+                "max_count_text",
+                b'{"max_count": "15"}',
+                "'max_count' must be an integer, got \"15\"",
+            ),
+            ("tick_float", b'{"tick": 1.5}', "'tick' must be an integer, got 1.5"),
+            ("due_at_text", b'{"due_at": "5"}', "'due_at' must be a finite number, got \"5\""),
+            ("due_at_true", b'{"due_at": true}', "'due_at' must be a finite number, got true"),
+            (
+                "attachments_text",
+                b'{"attachments": "a"}',
+                "'attachments' must be a list, got \"a\"",
+            ),
+            (
+                "attachment_text",
+                b'{"attachments": ["url"]}',
+                "each of 'attachments' must be an object, got \"url\"",
+            ),
+            (
+                "attachment_name_null",
+                _hi(name=None),
+                "attachment 'name' must be a string, got null",
+            ),
+            ("attachment_name_number", _hi(name=7), "attachment 'name' must be a string, got 7"),
+            (
+                "attachment_md5_null",
+                _hi(md5=None),
+                "attachment 'hi' 'md5' must be a string, got null",
+            ),
+            ("attachment_url_number", _hi(url=5), "attachment 'hi' 'url' must be a string, got 5"),
+            (
+                "attachment_size_text",
+                _hi(url="http://127.0.0.1:1/hi", size="2"),
+                "attachment 'hi' 'size' must be an integer, got \"2\"",
+            ),
         ]
     },
     # 256 bytes: "<name>.part" could never be a file name (255 bytes at most).
@@ -221,3 +298,41 @@ def test_a_bad_body_keeps_a_bounded_prefix_and_its_size_in_msg_json(
     assert msg_path.stat().st_size < 7 * 65536  # \u00e9 in JSON: 6 bytes for each one
     small_msg = json.loads((queue_dir / "err" / dir_name(small_id) / "msg.json").read_text())
     assert small_msg == {"id": small_id, "body": "not json either"}
+
+
+NULL_IS_THE_DEFAULT = {
+    "webhook": b'{"webhook": null}',
+    "origin": b'{"origin": null}',
+    "idempotency_key": b'{"idempotency_key": null}',
+    "count_and_max_count": b'{"count": null, "max_count": null}',
+    "params_and_attachments": b'{"params": null, "attachments": null}',
+    "attachment_url": _hi(url=None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NULL_IS_THE_DEFAULT))
+def test_a_null_field_is_its_default(
+    case: str, client: Client, tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    # str() made a null webhook the URL "None" (a delivery given up), a null origin
+    # RQ_ORIG_MSG_ID=None and a null idempotency key "None" (each message after the first
+    # one "duplicate relay of None; not run"); int(None) and iterating None sent the
+    # message to err; a null url fetched "None".
+    script = write_script(
+        tmp_path / "defaults.sh",
+        "#!/bin/bash\n"
+        '[ "$RQ_ORIG_MSG_ID" = "$RQ_FULL_MSG_ID" ] && origin=own || origin="$RQ_ORIG_MSG_ID"\n'
+        'echo "done [$origin][$RQ_COUNT][$RQ_FORCE_REMOTE][$(ls ../attach)]" >&$RQ_WRITE\n',
+    )
+    queue_dir = make_queue(tmp_path, f"null_{case}", script, retry=5)
+    start_worker(str(queue_dir))
+    body = NULL_IS_THE_DEFAULT[case]
+    # One worker slot: the second runs once the first has settled (webhook.json included).
+    first, second = (client.add_job(f"null_{case}", body, retry=5) for _ in range(2))
+    attached = "hi" if case == "attachment_url" else ""
+    for job_id in (first, second):
+        found = wait_state(queue_dir, job_id, ("done", "err"), timeout=20)
+        assert found["status"] == f"[own][0][][{attached}]", found
+        done = queue_dir / "done" / dir_name(job_id)
+        assert not (done / "webhook.json").exists()
+        assert "webhook" not in json.loads((done / "msg.json").read_text())["envelope"]
