@@ -55,15 +55,17 @@ class Attachment:
             raise EnvelopeError(f"each of 'attachments' must be an object, got {shown(doc)}")
         # name and md5 have no default: null is as wrong as a number (str() made it "None").
         name = _text(doc, "name", "attachment 'name'", required=True)
-        md5 = _text(doc, "md5", f"attachment {name!r} 'md5'", required=True)
+        # The name as the messages show it: its first 60 characters (it may be any length).
+        label = f"attachment {name[:60]!r}"
+        md5 = _text(doc, "md5", f"{label} 'md5'", required=True)
         if doc.get("url") is not None:  # a reference; a null url is no url: inline data
-            url = _text(doc, "url", f"attachment {name!r} 'url'")
-            return cls(name, b"", md5, url, _whole(doc, "size", f"attachment {name!r} 'size'"))
-        data = _text(doc, "data", f"attachment {name!r} 'data'", required=True)
+            url = _text(doc, "url", f"{label} 'url'")
+            return cls(name, b"", md5, url, _whole(doc, "size", f"{label} 'size'"))
+        data = _text(doc, "data", f"{label} 'data'", required=True)
         try:
             return cls(name, base64.b64decode(data), md5)
         except ValueError as exc:  # binascii.Error, or a character beyond ASCII
-            raise EnvelopeError(f"attachment {name!r} 'data' is not base64: {exc}") from None
+            raise EnvelopeError(f"{label} 'data' is not base64: {exc}") from None
 
     @classmethod
     def from_file(cls, path: Path, name: str | None = None) -> Attachment:

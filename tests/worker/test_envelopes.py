@@ -126,6 +126,11 @@ BAD = {
                 "attachment 'hi' 'md5' must be a string, got null",
             ),
             ("attachment_url_number", _hi(url=5), "attachment 'hi' 'url' must be a string, got 5"),
+            (  # a reason stays short whatever the name's length
+                "attachment_long_name_md5_number",
+                _hi(name="n" * 100_000, md5=5),
+                f"attachment {'n' * 60!r} 'md5' must be a string, got 5",
+            ),
             (
                 "attachment_size_text",
                 _hi(url="http://127.0.0.1:1/hi", size="2"),
