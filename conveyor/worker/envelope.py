@@ -244,9 +244,11 @@ def _whole(doc: dict[str, Any], key: str, where: str = "") -> int | None:
     # A float, even 2.0 or 1e999 (int() cut them, or raised OverflowError), is refused.
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int(value)  # a plain int, not the parsed _JsonInt
-    raise EnvelopeError(f"{where or repr(key)} must be an integer, got {shown(value)}")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise EnvelopeError(f"{where or repr(key)} must be an integer, got {shown(value)}")
+    if value < 0:  # counts and sizes: -1 runs, or fetches of "more than its -1 bytes"
+        raise EnvelopeError(f"{where or repr(key)} must not be negative, got {shown(value)}")
+    return int(value)  # a plain int, not the parsed _JsonInt
 
 
 def _flag(doc: dict[str, Any], key: str) -> bool:

@@ -136,6 +136,18 @@ BAD = {
                 _hi(url="http://127.0.0.1:1/hi", size="2"),
                 "attachment 'hi' 'size' must be an integer, got \"2\"",
             ),
+            (
+                "attachment_size_negative",
+                _hi(url="http://127.0.0.1:1/hi", size=-1),
+                "attachment 'hi' 'size' must not be negative, got -1",
+            ),
+            ("count_negative", b'{"count": -1}', "'count' must not be negative, got -1"),
+            (
+                "max_count_negative",
+                b'{"max_count": -3}',
+                "'max_count' must not be negative, got -3",
+            ),
+            ("tick_negative", b'{"tick": -1}', "'tick' must not be negative, got -1"),
         ]
     },
     # 256 bytes: "<name>.part" could never be a file name (255 bytes at most).
