@@ -122,19 +122,10 @@ def _ident(stat: os.stat_result) -> tuple[int, int]:
 
 
 def tail(directory: Path, limit: int) -> tuple[bytes, LogCursor | None]:
-    """The last `limit` bytes of the message's stdio.log and the cursor at its end (None:
-    no log yet)."""
-    try:
-        with open(directory / LOG_NAME, "rb") as log:
-            ident = _ident(os.fstat(log.fileno()))
-            size = log.seek(0, os.SEEK_END)
-            start = max(0, size - max(limit, SEEN_BYTES))
-            log.seek(start)
-            data = log.read(size - start)
-    except OSError:
-        return b"", None
-    cursor = LogCursor(ident, start + len(data), data[-SEEN_BYTES:])
-    return data[-limit:] if limit else b"", cursor
+    """The last `limit` (> 0) bytes of the message's stdio.log and the cursor at its end
+    (None: no log yet)."""
+    data, _, cursor = read(directory, -limit, limit)
+    return data, None if cursor.ident == NO_LOG else cursor
 
 
 def start(directory: Path) -> LogCursor | None:

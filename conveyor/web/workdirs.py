@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conveyor.web import livelog
 from conveyor.web.ids import printable
 from conveyor.worker.queuedir import STATES, MessageStore, QueueConfig, QueueConfigError, dir_name
 
@@ -259,14 +260,8 @@ def read_log(config: QueueConfig, msg_id: str, offset: int, limit: int) -> tuple
     found = find(config, msg_id)
     if found is None:
         return b"", -1
-    try:
-        with open(found[1] / "stdio.log", "rb") as log:
-            size = log.seek(0, 2)
-            start = max(0, size + offset) if offset < 0 else min(offset, size)
-            log.seek(start)
-            return log.read(limit), size
-    except OSError:
-        return b"", 0
+    data, size, _ = livelog.read(found[1], offset, limit)
+    return data, size
 
 
 def envelope_json(config: QueueConfig, msg_id: str) -> bytes | None:
