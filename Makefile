@@ -142,18 +142,26 @@ bench-workers: sysdeps $(STAMP)
 bench-web: sysdeps $(STAMP)
 	$(PY) -m bench.web_bench
 
-# 3 local nodes, REPLICATE 3: ADDJOB sync -P 1/-P 16, ASYNC, one pipelining connection,
-# beside a lone node (and a C Disque cluster when DISQUE_SERVER names a binary); then 60 s
-# of producers and consumers while a random node is SIGKILLed every 10 s; ~3 min.
 .PHONY: bench-tls
 bench-tls: sysdeps $(STAMP)
 	$(PY) -m bench.tls_bench
 
+# 3 local nodes, REPLICATE 3: ADDJOB sync -P 1/-P 16, ASYNC, one pipelining connection,
+# beside a lone node (and a C Disque cluster when DISQUE_SERVER names a binary); then 60 s
+# of producers and consumers while a random node is SIGKILLed every 10 s; ~3 min.
 .PHONY: bench-cluster
 bench-cluster: sysdeps $(STAMP) compile
 	$(PY) -m bench.cluster_bench
 	$(PY) -m bench.federation_bench
 	$(PY) -m bench.failover_bench
+
+# One column of bench-cluster (sync -P 1 unless COLUMN says) over 30 rounds on two
+# Conveyor clusters of the same build and a C Disque one (DISQUE_SERVER): above, below or
+# level with C Disque, beside how far identical builds land apart; ~3 min.
+COLUMN ?= sync -P 1
+.PHONY: bench-parity
+bench-parity: sysdeps $(STAMP) compile
+	$(PY) -m bench.parity_bench --column "$(COLUMN)"
 
 # The CPU of bench-cluster's columns split by process (origin, replicas, client), with
 # each one's wake-ups and system calls; C Disque's too with DISQUE_SERVER.
