@@ -2,16 +2,21 @@
 
 `bench/cluster_bench.py` gives each column's ratio as the median of a few paired rounds.
 Where the two are close (sync -P 1 on this machine kind), that median cannot say which
-is ahead: two clusters of the *same* Conveyor build, run this way, differ by 0.84-1.27x
-from round to round and by 0.92-1.04x in the median of 4 to 9 rounds
+is ahead: two clusters of the *same* Conveyor build, run this way, differ by 0.78-1.27x
+from round to round and by 0.92-1.04x in the median of 4 to 8 rounds
 (docs/performance.md, twenty-second look). This bench answers with that noise measured
 beside the comparison, in one run:
 
 - three clusters up together: Conveyor A and Conveyor B (the same build, started the same
   way) and C Disque (DISQUE_SERVER); without DISQUE_SERVER, only A and B (the control);
 - `--rounds` rounds (30) of one column of cluster_bench (`--column`, "sync -P 1" by
-  default), each run on nodes emptied first (DEBUG FLUSHALL), the order of the three
-  going through all six permutations so that none is always first or last;
+  default), the order of the three going through all six permutations so that none is
+  always first or last. Before each measured run its cluster takes WARM_JOBS synchronous
+  ADDJOBs at -P 1 (unmeasured), then is emptied (DEBUG FLUSHALL): a run starts on a
+  cluster whose code and data the caches hold, as a busy one's would, not on what the
+  cluster before it left there. Without that, a Conveyor run that came straight after
+  the other Conveyor cluster's was ~2 % faster against C Disque than one after C Disque
+  (twenty-second look);
 - for each pair, the median of the rounds' ratios and a 95 % bootstrap interval of that
   median (resampled with a fixed seed: the same rates print the same interval); the
   control pair A/B shows how far apart identical builds land;
@@ -34,6 +39,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bench.cluster_bench import (
+    BODY,
     cluster,
     columns_for,
     conveyor_command,
@@ -47,6 +53,9 @@ CONVEYOR_B = "Conveyor B"
 DISQUE = "C Disque"
 RESAMPLES = 5000
 SEED = 1
+# Each measured run is preceded by this much of the sync -P 1 load on the same cluster.
+WARM_JOBS = 5_000
+WARM_ADD = (b"ADDJOB", b"q", BODY.encode(), b"5000", b"REPLICATE", b"3")
 
 
 def median_interval(ratios: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
@@ -98,6 +107,7 @@ def run_rounds(column: str, rounds: int, quick: bool) -> dict[str, list[float]]:
         orders = round_orders(list(kinds))
         for number in range(rounds):
             for name in orders[number % len(orders)]:
+                redis_benchmark(clusters[name][0].port, WARM_JOBS, 1, *WARM_ADD)
                 for node in clusters[name]:
                     node.client().execute_command("DEBUG", "FLUSHALL")
                 rates[name].append(runs[name][1]())
