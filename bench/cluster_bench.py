@@ -250,13 +250,23 @@ def columns_for(nodes: list[Node], repl: int, quick: bool) -> Columns:
     }
 
 
+def first_load(nodes: list[Node]) -> None:
+    """A cluster's first connections and first allocations, before anything is measured."""
+    redis_benchmark(nodes[0].port, 2_000, 16, b"ADDJOB", b"w", b"x", b"5000")
+
+
+def flush_all(nodes: list[Node]) -> None:
+    """Every node drops its jobs and queues (DEBUG FLUSHALL)."""
+    for node in nodes:
+        node.client().execute_command("DEBUG", "FLUSHALL")
+
+
 def measure(nodes: list[Node], run: Callable[[], float], flush: bool) -> tuple[float, float]:
     """One load: its jobs/s, and the CPU seconds all the nodes spent in it. `flush`: the
     nodes drop the jobs of the runs before (DEBUG FLUSHALL), so that every run starts
     from the same state whatever ran before it (no consumer ever takes the jobs)."""
     if flush:
-        for node in nodes:
-            node.client().execute_command("DEBUG", "FLUSHALL")
+        flush_all(nodes)
     pids = [node.process.pid for node in nodes if node.process is not None]
     before = sum(map(cpu_seconds, pids))
     rate = run()
@@ -318,8 +328,8 @@ def paired_rounds(quick: bool, rounds: int) -> tuple[Paired, list[str]]:
     with ExitStack() as stack:
         clusters = {name: stack.enter_context(cluster(kind, 3)) for name, kind in kinds}
         columns = {name: columns_for(nodes, 3, quick) for name, nodes in clusters.items()}
-        for nodes in clusters.values():  # first connections, first allocations: unmeasured
-            redis_benchmark(nodes[0].port, 2_000, 16, b"ADDJOB", b"w", b"x", b"5000")
+        for nodes in clusters.values():
+            first_load(nodes)
         for round_number in range(rounds):
             # Who runs first alternates round by round: the second run of a pair starts
             # on a machine the first has just warmed or loaded.

@@ -37,9 +37,10 @@ from bench.cluster_bench import (
     columns_for,
     conveyor_command,
     disque_command,
+    first_load,
+    flush_all,
     print_compiled,
 )
-from bench.node_common import redis_benchmark
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # One process's counters: user s, system s, run ns, wait ns, timeslices, reads, writes.
@@ -70,8 +71,7 @@ def client_seconds() -> float:
 
 def split_column(nodes: list[Node], jobs: int, run: Callable[[], float]) -> list[str]:
     """One run of a column: a line for each node (the origin first) and the client."""
-    for node in nodes:
-        node.client().execute_command("DEBUG", "FLUSHALL")
+    flush_all(nodes)
     pids = [node.process.pid for node in nodes if node.process is not None]
     before = [counters(pid) for pid in pids]
     client_before = client_seconds()
@@ -103,7 +103,7 @@ def main() -> None:
         with cluster(kind, 3) as nodes:
             if kind is conveyor_command:
                 print_compiled(nodes[0])
-            redis_benchmark(nodes[0].port, 2_000, 16, b"ADDJOB", b"w", b"x", b"5000")
+            first_load(nodes)
             for column, (jobs, run) in columns_for(nodes, 3, args.quick).items():
                 print(f"{name}, {column}")
                 print("\n".join(split_column(nodes, jobs, run)))

@@ -44,6 +44,8 @@ from bench.cluster_bench import (
     columns_for,
     conveyor_command,
     disque_command,
+    first_load,
+    flush_all,
     print_compiled,
 )
 from bench.node_common import redis_benchmark
@@ -102,14 +104,13 @@ def run_rounds(column: str, rounds: int, quick: bool) -> dict[str, list[float]]:
         if column not in columns[CONVEYOR_A]:
             raise SystemExit(f"no column {column!r}: one of {', '.join(columns[CONVEYOR_A])}")
         runs = {name: each[column] for name, each in columns.items()}
-        for nodes in clusters.values():  # first connections, first allocations: unmeasured
-            redis_benchmark(nodes[0].port, 2_000, 16, b"ADDJOB", b"w", b"x", b"5000")
+        for nodes in clusters.values():
+            first_load(nodes)
         orders = round_orders(list(kinds))
         for number in range(rounds):
             for name in orders[number % len(orders)]:
                 redis_benchmark(clusters[name][0].port, WARM_JOBS, 1, *WARM_ADD)
-                for node in clusters[name]:
-                    node.client().execute_command("DEBUG", "FLUSHALL")
+                flush_all(clusters[name])
                 rates[name].append(runs[name][1]())
             figures = "  ".join(f"{name} {rates[name][-1]:9,.0f}" for name in kinds)
             print(f"round {number + 1:3}  {figures}", flush=True)
