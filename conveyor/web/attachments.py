@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -134,7 +135,8 @@ class AttachmentStore:
         # Uploads in progress, counted by what they wrote, not by their .part on disk.
         self._writers: set[Writer] = set()
         self._remove_leftovers()
-        self.used = self._bytes_on_disk()  # files stored, .part files and uploads
+        # Files stored and .part files (nothing removed: -inf), then what uploads write.
+        self.used = self._sweep(-math.inf, -math.inf)[1]
 
     def _remove_leftovers(self) -> None:
         """Remove the .part files of uploads cut short by a console that stopped (crash,
@@ -250,31 +252,31 @@ class AttachmentStore:
         """Remove attachments (and abandoned .part files) older than keep_s, and count the
         bytes in use again (a file removed by hand is no longer counted)."""
         now = time.time() if now is None else now
-        cutoff, stale = now - self.keep_s, now - STALE_PART_S
-        removed = 0
         with self._lock:  # uploads wait to count their bytes (not to write them) meanwhile
-            live = {w.part for w in self._writers}
-            for path in self.root.glob("*/*"):
-                try:
-                    limit = stale if path.suffix == ".part" else cutoff
-                    if path.stat().st_mtime < limit and path not in live:
-                        path.unlink()
-                        removed += path.suffix != ".json"
-                except OSError:
-                    continue
-            self.used = self._bytes_on_disk() + sum(w.size for w in self._writers)
+            removed, kept = self._sweep(now - self.keep_s, now - STALE_PART_S)
+            self.used = kept + sum(w.size for w in self._writers)
         return removed
 
-    def _bytes_on_disk(self) -> int:
-        """Attachments and .part files of no upload in progress (meta files are not
-        counted: a few hundred bytes each)."""
+    def _sweep(self, cutoff: float, stale: float) -> tuple[int, int]:
+        """One walk of the store: files last written before `cutoff` (.part files before
+        `stale`) removed, but no upload's in progress; the attachments removed, and the
+        bytes of the attachments and .part files kept (meta files are not counted: a few
+        hundred bytes each)."""
         live = {w.part for w in self._writers}
-        total = 0
+        removed = kept = 0
         for path in self.root.glob("*/*"):
-            if path.suffix != ".json" and path not in live:
-                with contextlib.suppress(OSError):
-                    total += path.stat().st_size
-        return total
+            if path in live:
+                continue
+            try:
+                stat = path.stat()
+                if stat.st_mtime < (stale if path.suffix == ".part" else cutoff):
+                    path.unlink()
+                    removed += path.suffix != ".json"
+                elif path.suffix != ".json":
+                    kept += stat.st_size
+            except OSError:
+                continue
+        return removed, kept
 
 
 async def save_stream(
